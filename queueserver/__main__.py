@@ -1,0 +1,3 @@
+from queueserver.cli import main
+
+raise SystemExit(main())

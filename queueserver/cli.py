@@ -1,0 +1,40 @@
+"""The command line: `queueserver serve …`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from queueserver.config import ServerConfig
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="queueserver", description="A durable SQS-compatible queue server on SQLite.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the server")
+    defaults = ServerConfig()
+    serve.add_argument("--db", default=defaults.db_path, help="SQLite database file (created if missing)")
+    serve.add_argument("--host", default=defaults.host, help="address to listen on")
+    serve.add_argument("--port", type=int, default=defaults.port, help="port to listen on; 0 picks a free one")
+    serve.add_argument("--region", default=defaults.region, help="region for requests that do not sign one")
+    serve.add_argument("--account-id", default=defaults.account_id, help="the account in queue URLs and ARNs")
+    serve.add_argument("--test-clock", action="store_true",
+                       help="run on a manual clock moved by POST /_queueserver/clock (for tests)")
+    serve.add_argument("--enforce-cooldowns", action="store_true",
+                       help="enforce AWS's 60-second QueueDeletedRecently and PurgeQueueInProgress rules")
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "serve":
+        from queueserver.server import run
+
+        run(ServerConfig(db_path=args.db, host=args.host, port=args.port, region=args.region,
+                         account_id=args.account_id, test_clock=args.test_clock,
+                         enforce_cooldowns=args.enforce_cooldowns))
+    return 0

@@ -1,0 +1,17 @@
+"""The server's settings, fixed at start-up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    db_path: str = "queueserver.db"
+    host: str = "127.0.0.1"
+    port: int = 9324
+    region: str = "us-east-1"
+    account_id: str = "000000000000"
+    test_clock: bool = False
+    # AWS's two 60-second rules (QueueDeletedRecently, PurgeQueueInProgress).
+    enforce_cooldowns: bool = False

@@ -1,0 +1,118 @@
+"""Frozen records passed between the layers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from queueserver import limits
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A queue as stored; `attributes` holds the settable attributes as SQS strings."""
+
+    id: int
+    region: str
+    account: str
+    name: str
+    fifo: bool
+    attributes: dict[str, str]
+    tags: dict[str, str]
+    created_at_ms: int
+    modified_at_ms: int
+
+    @property
+    def arn(self) -> str:
+        return f"arn:aws:sqs:{self.region}:{self.account}:{self.name}"
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.region, self.account, self.name)
+
+    def _int(self, name: str, default: int) -> int:
+        value = self.attributes.get(name)
+        return default if value is None else int(value)
+
+    @property
+    def visibility_timeout(self) -> int:
+        return self._int("VisibilityTimeout", limits.DEFAULT_VISIBILITY_TIMEOUT)
+
+    @property
+    def delay_seconds(self) -> int:
+        return self._int("DelaySeconds", 0)
+
+    @property
+    def retention_seconds(self) -> int:
+        return self._int("MessageRetentionPeriod", limits.DEFAULT_RETENTION_SECONDS)
+
+    @property
+    def maximum_message_size(self) -> int:
+        return self._int("MaximumMessageSize", limits.MAX_MESSAGE_SIZE)
+
+    @property
+    def receive_wait_seconds(self) -> int:
+        return self._int("ReceiveMessageWaitTimeSeconds", 0)
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """A validated message ready to store; attributes are in their JSON wire shape."""
+
+    body: str
+    md5_of_body: str
+    delay_seconds: int
+    attributes: dict[str, dict[str, Any]] | None = None
+    md5_of_attributes: str | None = None
+    trace_header: str | None = None
+    md5_of_system_attributes: str | None = None
+    group_id: str | None = None
+    deduplication_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    message_id: str
+    md5_of_body: str
+    md5_of_attributes: str | None
+    md5_of_system_attributes: str | None
+    sequence_number: str | None = None
+
+
+@dataclass(frozen=True)
+class ReceivedMessage:
+    message_id: str
+    receipt_handle: str
+    body: str
+    md5_of_body: str
+    attributes: dict[str, dict[str, Any]] | None
+    sent_at_ms: int
+    sender_id: str
+    receive_count: int
+    first_received_at_ms: int
+    trace_header: str | None = None
+    group_id: str | None = None
+    deduplication_id: str | None = None
+    sequence_number: str | None = None
+    dead_letter_source_arn: str | None = None
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    visible: int
+    in_flight: int
+    delayed: int
+
+
+@dataclass(frozen=True)
+class VisibilityChange:
+    receipt_handle: str
+    visibility_timeout: int
+
+
+@dataclass
+class EntryOutcome:
+    """One entry of a batch operation: its result, or the error it failed with."""
+
+    error: Exception | None = None
+    result: Any = field(default=None)

@@ -1,0 +1,131 @@
+"""The one place that decides a request's protocol and runs its action.
+
+`handle` takes the parts of an HTTP request and returns status, headers and body,
+so the HTTP adapter stays thin and a handler never knows which protocol came in.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+from urllib.parse import unquote
+
+from queueserver import errors
+from queueserver.protocol import json_wire, message_actions as m, queue_actions as q, redrive_actions as r
+from queueserver.protocol.error_codes import wire_error
+from queueserver.protocol.params import RequestContext
+from queueserver.storage import QueueEngine
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[QueueEngine, RequestContext, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+ACTIONS: dict[str, Handler] = {
+    "CreateQueue": q.create_queue,
+    "GetQueueUrl": q.get_queue_url,
+    "ListQueues": q.list_queues,
+    "DeleteQueue": q.delete_queue,
+    "GetQueueAttributes": q.get_queue_attributes,
+    "SetQueueAttributes": q.set_queue_attributes,
+    "PurgeQueue": q.purge_queue,
+    "TagQueue": q.tag_queue,
+    "UntagQueue": q.untag_queue,
+    "ListQueueTags": q.list_queue_tags,
+    "AddPermission": q.add_permission,
+    "RemovePermission": q.remove_permission,
+    "SendMessage": m.send_message,
+    "SendMessageBatch": m.send_message_batch,
+    "ReceiveMessage": m.receive_message,
+    "DeleteMessage": m.delete_message,
+    "DeleteMessageBatch": m.delete_message_batch,
+    "ChangeMessageVisibility": m.change_message_visibility,
+    "ChangeMessageVisibilityBatch": m.change_message_visibility_batch,
+    "ListDeadLetterSourceQueues": r.list_dead_letter_source_queues,
+    "StartMessageMoveTask": r.not_supported,
+    "ListMessageMoveTasks": r.not_supported,
+    "CancelMessageMoveTask": r.not_supported,
+}
+
+_CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/,\s]+)/")
+_QUEUE_PATH = re.compile(r"^/([^/]+)/([^/]+)/?$")
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    method: str
+    path: str
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+    scheme: str
+    default_host: str
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+class Dispatcher:
+    def __init__(self, engine: QueueEngine, region: str, account: str) -> None:
+        self._engine = engine
+        self._region = region
+        self._account = account
+
+    def _context(self, request: HttpRequest, request_id: str) -> RequestContext:
+        region, sender = self._region, self._account
+        match = _CREDENTIAL.search(request.headers.get("authorization", ""))
+        if match:
+            sender, region = match.group(1), match.group(2)
+        host = request.headers.get("host") or request.default_host
+        return RequestContext(region=region, account=self._account, base_url=f"{request.scheme}://{host}",
+                              request_id=request_id, sender_id=sender)
+
+    async def handle(self, request: HttpRequest) -> HttpResponse:
+        request_id = str(uuid.uuid4())
+        target = request.headers.get("x-amz-target", "")
+        content_type = request.headers.get("content-type", "")
+        if target.startswith("AmazonSQS.") or content_type.startswith("application/x-amz-json"):
+            return await self._json(request, request_id, target)
+        return self._response(request_id, errors.UnsupportedOperation(
+            "The SQS Query protocol is not supported yet; use the AWS JSON 1.0 protocol."))
+
+    async def _json(self, request: HttpRequest, request_id: str, target: str) -> HttpResponse:
+        try:
+            action = target.partition(".")[2]
+            if not action:
+                raise errors.MissingAction("Missing X-Amz-Target header naming the action.")
+            handler = ACTIONS.get(action)
+            if handler is None:
+                raise errors.InvalidAction(f"The action {action} is not valid for this endpoint.")
+            params = json_wire.decode(request.body)
+            self._queue_url_from_path(request, params)
+            result = await handler(self._engine, self._context(request, request_id), params)
+            return HttpResponse(200, self._headers(request_id), json_wire.encode(result))
+        except errors.SQSError as error:
+            return self._response(request_id, error)
+        except Exception:
+            log.exception("request %s failed unexpectedly", request_id)
+            return self._response(request_id, errors.InternalError())
+
+    def _queue_url_from_path(self, request: HttpRequest, params: dict[str, Any]) -> None:
+        """A request POSTed to a queue URL names that queue when its body does not."""
+        if "QueueUrl" in params:
+            return
+        match = _QUEUE_PATH.match(request.path)
+        if match:
+            host = request.headers.get("host") or request.default_host
+            params["QueueUrl"] = f"{request.scheme}://{host}/{unquote(match.group(1))}/{unquote(match.group(2))}"
+
+    @staticmethod
+    def _headers(request_id: str) -> dict[str, str]:
+        return {"content-type": json_wire.CONTENT_TYPE, "x-amzn-requestid": request_id}
+
+    def _response(self, request_id: str, error: errors.SQSError) -> HttpResponse:
+        wire = wire_error(error)
+        extra, body = json_wire.encode_error(error, wire)
+        return HttpResponse(wire.status, {**self._headers(request_id), **extra}, body)

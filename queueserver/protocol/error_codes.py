@@ -1,0 +1,66 @@
+"""The one table from error classes to SQS wire codes, for both protocols.
+
+Each row: the JSON `__type` shape name, the legacy Query code (also sent as the
+`x-amzn-query-error` header, which botocore turns into `Error.Code`), the HTTP status,
+and whether the fault is the sender's or the server's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from queueserver import errors
+
+
+@dataclass(frozen=True)
+class WireError:
+    shape: str
+    query_code: str
+    status: int
+    sender_fault: bool = True
+
+    @property
+    def fault(self) -> str:
+        return "Sender" if self.sender_fault else "Receiver"
+
+
+ERROR_CODES: dict[type[errors.SQSError], WireError] = {
+    errors.QueueDoesNotExist: WireError("QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue", 400),
+    errors.QueueDeletedRecently: WireError(
+        "QueueDeletedRecently", "AWS.SimpleQueueService.QueueDeletedRecently", 400),
+    errors.QueueNameExists: WireError("QueueNameExists", "QueueAlreadyExists", 400),
+    errors.PurgeQueueInProgress: WireError(
+        "PurgeQueueInProgress", "AWS.SimpleQueueService.PurgeQueueInProgress", 403),
+    errors.OverLimit: WireError("OverLimit", "OverLimit", 403),
+    errors.ReceiptHandleIsInvalid: WireError("ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid", 400),
+    errors.MessageNotInflight: WireError("MessageNotInflight", "AWS.SimpleQueueService.MessageNotInflight", 400),
+    errors.InvalidAttributeName: WireError("InvalidAttributeName", "InvalidAttributeName", 400),
+    errors.InvalidAttributeValue: WireError("InvalidAttributeValue", "InvalidAttributeValue", 400),
+    errors.InvalidMessageContents: WireError("InvalidMessageContents", "InvalidMessageContents", 400),
+    errors.TooManyEntriesInBatchRequest: WireError(
+        "TooManyEntriesInBatchRequest", "AWS.SimpleQueueService.TooManyEntriesInBatchRequest", 400),
+    errors.EmptyBatchRequest: WireError("EmptyBatchRequest", "AWS.SimpleQueueService.EmptyBatchRequest", 400),
+    errors.BatchEntryIdsNotDistinct: WireError(
+        "BatchEntryIdsNotDistinct", "AWS.SimpleQueueService.BatchEntryIdsNotDistinct", 400),
+    errors.InvalidBatchEntryId: WireError("InvalidBatchEntryId", "AWS.SimpleQueueService.InvalidBatchEntryId", 400),
+    errors.BatchRequestTooLong: WireError("BatchRequestTooLong", "AWS.SimpleQueueService.BatchRequestTooLong", 400),
+    errors.UnsupportedOperation: WireError(
+        "UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation", 400),
+    errors.ResourceNotFound: WireError("ResourceNotFoundException", "ResourceNotFoundException", 400),
+    errors.InvalidParameterValue: WireError("InvalidParameterValue", "InvalidParameterValue", 400),
+    errors.MissingParameter: WireError("MissingParameter", "MissingParameter", 400),
+    errors.InvalidAction: WireError("InvalidAction", "InvalidAction", 400),
+    errors.MissingAction: WireError("MissingAction", "MissingAction", 400),
+    errors.SerializationError: WireError("SerializationException", "MalformedInput", 400),
+    errors.AccessDenied: WireError("AccessDeniedException", "AccessDenied", 400),
+    errors.ServiceUnavailable: WireError("ServiceUnavailable", "ServiceUnavailable", 503, sender_fault=False),
+    errors.InternalError: WireError("InternalError", "InternalError", 500, sender_fault=False),
+}
+
+
+def wire_error(error: errors.SQSError) -> WireError:
+    for cls in type(error).__mro__:
+        row = ERROR_CODES.get(cls)  # type: ignore[arg-type]
+        if row is not None:
+            return row
+    return ERROR_CODES[errors.InternalError]

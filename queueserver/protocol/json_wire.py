@@ -1,0 +1,33 @@
+"""AWS JSON 1.0: request bodies in, response bodies out."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from queueserver import errors
+from queueserver.protocol.error_codes import WireError
+
+CONTENT_TYPE = "application/x-amz-json-1.0"
+
+
+def decode(body: bytes) -> dict[str, Any]:
+    if not body.strip():
+        return {}
+    try:
+        parsed = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise errors.SerializationError("The request body is not valid JSON.") from None
+    if not isinstance(parsed, dict):
+        raise errors.SerializationError("The request body must be a JSON object.")
+    return parsed
+
+
+def encode(result: dict[str, Any]) -> bytes:
+    return json.dumps(result, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def encode_error(error: errors.SQSError, wire: WireError) -> tuple[dict[str, str], bytes]:
+    headers = {"x-amzn-query-error": f"{wire.query_code};{wire.fault}"}
+    body = {"__type": f"com.amazonaws.sqs#{wire.shape}", "message": error.message}
+    return headers, encode(body)

@@ -1,0 +1,262 @@
+"""Handlers of the message actions: send, receive, delete, change visibility, and their batches."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from queueserver import errors, limits
+from queueserver.models import EntryOutcome, NewMessage, Queue, ReceivedMessage, VisibilityChange
+from queueserver.protocol import messages, params
+from queueserver.protocol.error_codes import wire_error
+from queueserver.protocol.params import RequestContext
+from queueserver.protocol.queue_actions import resolve_queue
+from queueserver.storage import QueueEngine
+
+_BATCH_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+_PRINTABLE_ID = re.compile(r"^[!-~]{1,128}$")
+_DELAY_REASON = "DelaySeconds must be >= 0 and <= 900."
+_VISIBILITY_REASON = "VisibilityTimeout must be an integer between 0 and 43200."
+_SYSTEM_ATTRIBUTES = (
+    "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
+    "AWSTraceHeader", "MessageGroupId", "MessageDeduplicationId", "SequenceNumber", "DeadLetterQueueSourceArn",
+)
+
+
+# -- send ------------------------------------------------------------------------
+
+def _new_message(queue: Queue, entry: dict[str, Any]) -> tuple[NewMessage, int]:
+    """Validate one message to send; returns it and its size in bytes."""
+    size = messages.check_body(entry.get("MessageBody"), queue.maximum_message_size)
+    delay = params.integer(entry, "DelaySeconds", queue.delay_seconds, 0, limits.MAX_DELAY_SECONDS, _DELAY_REASON)
+    raw_attributes = entry.get("MessageAttributes") or None
+    size += messages.check_message_attributes(raw_attributes)
+    raw_system = entry.get("MessageSystemAttributes") or None
+    messages.check_message_attributes(raw_system, system=True)
+    if size > queue.maximum_message_size:
+        raise errors.InvalidParameterValue(
+            f"One or more parameters are invalid. Reason: Message must be shorter than {queue.maximum_message_size} bytes."
+        )
+    group_id = params.string(entry, "MessageGroupId")
+    if group_id is not None and not _PRINTABLE_ID.match(group_id):
+        raise errors.invalid_value("MessageGroupId", group_id,
+                                   "MessageGroupId can only include alphanumeric and punctuation characters. "
+                                   "1 to 128 in length.")
+    if entry.get("MessageDeduplicationId") is not None and not queue.fifo:
+        raise errors.invalid_value("MessageDeduplicationId", entry["MessageDeduplicationId"],
+                                   "The request includes a parameter that is not valid for this queue type.")
+    attributes = messages.stored_attributes(raw_attributes) if raw_attributes else None
+    system = messages.stored_attributes(raw_system) if raw_system else None
+    body = entry["MessageBody"]
+    assert delay is not None
+    return NewMessage(
+        body=body,
+        md5_of_body=messages.md5_of_body(body),
+        delay_seconds=delay,
+        attributes=attributes,
+        md5_of_attributes=messages.md5_of_attributes(attributes) if attributes else None,
+        trace_header=system["AWSTraceHeader"]["StringValue"] if system else None,
+        md5_of_system_attributes=messages.md5_of_attributes(system) if system else None,
+        group_id=group_id,
+    ), size
+
+
+def _sent(sent: Any) -> dict[str, Any]:
+    result = {"MessageId": sent.message_id, "MD5OfMessageBody": sent.md5_of_body}
+    if sent.md5_of_attributes:
+        result["MD5OfMessageAttributes"] = sent.md5_of_attributes
+    if sent.md5_of_system_attributes:
+        result["MD5OfMessageSystemAttributes"] = sent.md5_of_system_attributes
+    if sent.sequence_number:
+        result["SequenceNumber"] = sent.sequence_number
+    return result
+
+
+async def send_message(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+    queue = resolve_queue(engine, ctx, p)
+    params.required(p, "MessageBody")
+    message, _ = _new_message(queue, p)
+    [sent] = await engine.send_messages(queue, [message], ctx.sender_id)
+    return _sent(sent)
+
+
+async def send_message_batch(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+    queue = resolve_queue(engine, ctx, p)
+    entries = _batch_entries(p, "SendMessageBatchRequestEntry")
+    total = sum(_rough_size(e) for e in entries)
+    if total > limits.MAX_MESSAGE_SIZE:
+        raise errors.BatchRequestTooLong(
+            f"Batch requests cannot be longer than {limits.MAX_MESSAGE_SIZE} bytes. You have sent {total} bytes."
+        )
+    failed, accepted = [], []
+    for entry in entries:
+        try:
+            accepted.append((entry["Id"], _new_message(queue, entry)[0]))
+        except errors.SQSError as error:
+            failed.append(_failure(entry["Id"], error))
+    successful = []
+    if accepted:
+        sent = await engine.send_messages(queue, [m for _, m in accepted], ctx.sender_id)
+        successful = [{"Id": entry_id, **_sent(s)} for (entry_id, _), s in zip(accepted, sent)]
+    return {"Successful": successful, "Failed": failed}
+
+
+def _rough_size(entry: dict[str, Any]) -> int:
+    """An entry's bytes toward the batch's 1 MiB (body and message attributes)."""
+    body = entry.get("MessageBody")
+    size = len(body.encode("utf-8", "surrogatepass")) if isinstance(body, str) else 0
+    attributes = entry.get("MessageAttributes")
+    if isinstance(attributes, dict):
+        for name, value in attributes.items():
+            size += len(str(name).encode("utf-8", "surrogatepass"))
+            if isinstance(value, dict):
+                for part in ("DataType", "StringValue", "BinaryValue"):
+                    if isinstance(value.get(part), str):
+                        size += len(value[part].encode("utf-8", "surrogatepass"))
+    return size
+
+
+# -- receive ---------------------------------------------------------------------
+
+async def receive_message(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+    queue = resolve_queue(engine, ctx, p)
+    max_messages = params.integer(p, "MaxNumberOfMessages", 1, 1, limits.MAX_RECEIVE_MESSAGES,
+                                  "Must be between 1 and 10, if provided.")
+    visibility = params.integer(p, "VisibilityTimeout", queue.visibility_timeout, 0,
+                                limits.MAX_VISIBILITY_TIMEOUT_SECONDS, _VISIBILITY_REASON)
+    wait = params.integer(p, "WaitTimeSeconds", queue.receive_wait_seconds, 0, limits.MAX_WAIT_TIME_SECONDS,
+                          "Must be >= 0 and <= 20, if provided.")
+    system_names = set(params.string_list(p, "AttributeNames")) | set(params.string_list(p, "MessageSystemAttributeNames"))
+    attribute_names = params.string_list(p, "MessageAttributeNames")
+    params.string(p, "ReceiveRequestAttemptId")
+    assert max_messages is not None and visibility is not None and wait is not None
+    received = await engine.receive_messages(queue, max_messages, visibility, wait)
+    if not received:
+        return {}
+    return {"Messages": [_message(m, system_names, attribute_names) for m in received]}
+
+
+def _message(m: ReceivedMessage, system_names: set[str], attribute_names: list[str]) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "MessageId": m.message_id, "ReceiptHandle": m.receipt_handle, "MD5OfBody": m.md5_of_body, "Body": m.body,
+    }
+    if system_names:
+        everything = "All" in system_names
+        available = {
+            "SenderId": m.sender_id,
+            "SentTimestamp": str(m.sent_at_ms),
+            "ApproximateReceiveCount": str(m.receive_count),
+            "ApproximateFirstReceiveTimestamp": str(m.first_received_at_ms),
+            "AWSTraceHeader": m.trace_header,
+            "MessageGroupId": m.group_id,
+            "MessageDeduplicationId": m.deduplication_id,
+            "SequenceNumber": m.sequence_number,
+            "DeadLetterQueueSourceArn": m.dead_letter_source_arn,
+        }
+        chosen = {k: v for k, v in available.items() if v is not None and (everything or k in system_names)}
+        if chosen:
+            result["Attributes"] = chosen
+    selected = messages.select_attributes(m.attributes, attribute_names)
+    if selected:
+        result["MD5OfMessageAttributes"] = messages.md5_of_attributes(selected)
+        result["MessageAttributes"] = selected
+    return result
+
+
+# -- delete and change visibility -------------------------------------------------
+
+async def delete_message(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+    queue = resolve_queue(engine, ctx, p)
+    handle = params.string(p, "ReceiptHandle", required_=True)
+    assert handle is not None
+    [outcome] = await engine.delete_messages(queue, [handle])
+    if outcome.error:
+        raise outcome.error
+    return {}
+
+
+async def delete_message_batch(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+    queue = resolve_queue(engine, ctx, p)
+    entries = _batch_entries(p, "DeleteMessageBatchRequestEntry")
+    handles, failed_early = [], {}
+    for entry in entries:
+        handle = entry.get("ReceiptHandle")
+        if not isinstance(handle, str) or not handle:
+            failed_early[entry["Id"]] = errors.MissingParameter("The request must contain the parameter ReceiptHandle.")
+        handles.append(handle if isinstance(handle, str) else "")
+    outcomes = await engine.delete_messages(queue, [h for e, h in zip(entries, handles) if e["Id"] not in failed_early])
+    return _batch_result(entries, failed_early, outcomes)
+
+
+async def change_message_visibility(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+    queue = resolve_queue(engine, ctx, p)
+    handle = params.string(p, "ReceiptHandle", required_=True)
+    timeout = params.integer(p, "VisibilityTimeout", None, 0, limits.MAX_VISIBILITY_TIMEOUT_SECONDS,
+                             _VISIBILITY_REASON, required_=True)
+    assert handle is not None and timeout is not None
+    [outcome] = await engine.change_visibility(queue, [VisibilityChange(handle, timeout)])
+    if outcome.error:
+        raise outcome.error
+    return {}
+
+
+async def change_message_visibility_batch(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+    queue = resolve_queue(engine, ctx, p)
+    entries = _batch_entries(p, "ChangeMessageVisibilityBatchRequestEntry")
+    changes, failed_early = [], {}
+    for entry in entries:
+        try:
+            handle = params.string(entry, "ReceiptHandle", required_=True)
+            timeout = params.integer(entry, "VisibilityTimeout", None, 0, limits.MAX_VISIBILITY_TIMEOUT_SECONDS,
+                                     _VISIBILITY_REASON, required_=True)
+            assert handle is not None and timeout is not None
+            changes.append(VisibilityChange(handle, timeout))
+        except errors.SQSError as error:
+            failed_early[entry["Id"]] = error
+    outcomes = await engine.change_visibility(queue, changes) if changes else []
+    return _batch_result(entries, failed_early, outcomes)
+
+
+# -- batches ---------------------------------------------------------------------
+
+def _batch_entries(p: dict[str, Any], entry_name: str) -> list[dict[str, Any]]:
+    """The entries of a batch request, checked as SQS checks them before anything runs."""
+    entries = params.entries(p, entry_name)
+    if len(entries) > limits.MAX_BATCH_ENTRIES:
+        raise errors.TooManyEntriesInBatchRequest(
+            f"Maximum number of entries per request are {limits.MAX_BATCH_ENTRIES}. You have sent {len(entries)}."
+        )
+    seen: set[str] = set()
+    for entry in entries:
+        entry_id = entry.get("Id")
+        if not isinstance(entry_id, str) or not _BATCH_ID.match(entry_id):
+            raise errors.InvalidBatchEntryId(
+                "A batch entry id can only contain alphanumeric characters, hyphens and underscores. "
+                "It can be at most 80 letters long."
+            )
+        if entry_id in seen:
+            raise errors.BatchEntryIdsNotDistinct(f"Id {entry_id} repeated.")
+        seen.add(entry_id)
+    return entries
+
+
+def _failure(entry_id: str, error: errors.SQSError) -> dict[str, Any]:
+    wire = wire_error(error)
+    return {"Id": entry_id, "SenderFault": wire.sender_fault, "Code": wire.query_code, "Message": error.message}
+
+
+def _batch_result(entries: list[dict[str, Any]], failed_early: dict[str, errors.SQSError],
+                  outcomes: list[EntryOutcome]) -> dict[str, Any]:
+    successful, failed = [], []
+    remaining = iter(outcomes)
+    for entry in entries:
+        entry_id = entry["Id"]
+        error = failed_early.get(entry_id)
+        if error is None:
+            error = next(remaining).error
+        if error is None:
+            successful.append({"Id": entry_id})
+        else:
+            assert isinstance(error, errors.SQSError)
+            failed.append(_failure(entry_id, error))
+    return {"Successful": successful, "Failed": failed}

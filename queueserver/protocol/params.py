@@ -1,0 +1,98 @@
+"""Reading request members: presence, type and range, with SQS's error wording.
+
+Both wire formats decode to the JSON shape; Query carries every scalar as a string,
+so integers and booleans are accepted in either form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from queueserver import errors
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """Who is asking and where: the region from the credential scope, the URL base from the Host."""
+
+    region: str
+    account: str
+    base_url: str
+    request_id: str
+    sender_id: str
+
+    def queue_url(self, name: str) -> str:
+        return f"{self.base_url}/{self.account}/{name}"
+
+
+def required(params: dict[str, Any], name: str) -> Any:
+    value = params.get(name)
+    if value is None or value == "" or value == [] or value == {}:
+        raise errors.MissingParameter(f"The request must contain the parameter {name}.")
+    return value
+
+
+def string(params: dict[str, Any], name: str, *, required_: bool = False) -> str | None:
+    value = required(params, name) if required_ else params.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise errors.invalid_value(name, value, "The value must be a string.")
+    return value
+
+
+def integer(params: dict[str, Any], name: str, default: int | None, low: int, high: int, reason: str,
+            *, required_: bool = False) -> int | None:
+    value = required(params, name) if required_ else params.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        raise errors.invalid_value(name, value, reason)
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise errors.invalid_value(name, value, reason) from None
+    if not isinstance(value, int) or not low <= value <= high:
+        raise errors.invalid_value(name, value, reason)
+    return value
+
+
+def string_list(params: dict[str, Any], name: str) -> list[str]:
+    value = params.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise errors.InvalidParameterValue(f"The parameter {name} must be a list of strings.")
+    return value
+
+
+def string_map(params: dict[str, Any], name: str) -> dict[str, str]:
+    value = params.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise errors.InvalidParameterValue(f"The parameter {name} must be a map of strings.")
+    return value
+
+
+def entries(params: dict[str, Any], entry_name: str) -> list[dict[str, Any]]:
+    value = params.get("Entries")
+    if value is None or value == []:
+        raise errors.EmptyBatchRequest(f"There should be at least one {entry_name} in the request.")
+    if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+        raise errors.InvalidParameterValue("The parameter Entries must be a list of entries.")
+    return value
+
+
+def queue_name_from_url(url: str, account: str) -> str:
+    """The queue a QueueUrl names; a URL of another account names no queue of ours."""
+    path = urlsplit(url).path if "://" in url else url
+    parts = [p for p in path.split("/") if p]
+    if not parts:
+        raise errors.QueueDoesNotExist()
+    if len(parts) >= 2 and parts[-2] != account:
+        raise errors.QueueDoesNotExist()
+    return parts[-1]

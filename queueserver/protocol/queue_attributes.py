@@ -1,0 +1,149 @@
+"""Queue attributes: which exist, their defaults, and how their values are checked."""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from queueserver import errors, limits
+
+# Attributes a client may set, with the check that normalises each value.
+Checker = Callable[[str, str], str]
+
+
+def _integer(low: int, high: int) -> Checker:
+    def check(name: str, value: str) -> str:
+        try:
+            number = int(value.strip())
+        except (ValueError, AttributeError):
+            raise _bad(name) from None
+        if not low <= number <= high:
+            raise _bad(name)
+        return str(number)
+
+    return check
+
+
+def _boolean(name: str, value: str) -> str:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise _bad(name)
+    return lowered
+
+
+def _choice(*choices: str) -> Checker:
+    def check(name: str, value: str) -> str:
+        if value not in choices:
+            raise _bad(name)
+        return value
+
+    return check
+
+
+def _json_object(name: str, value: str) -> str:
+    if value == "":
+        return value
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        raise _bad(name) from None
+    if not isinstance(parsed, dict):
+        raise _bad(name)
+    return value
+
+
+def _any_string(name: str, value: str) -> str:
+    return value
+
+
+def _bad(name: str) -> errors.InvalidAttributeValue:
+    return errors.InvalidAttributeValue(f"Invalid value for the parameter {name}.")
+
+
+SETTABLE: dict[str, Checker] = {
+    "DelaySeconds": _integer(0, limits.MAX_DELAY_SECONDS),
+    "MaximumMessageSize": _integer(limits.MIN_MESSAGE_SIZE_LIMIT, limits.MAX_MESSAGE_SIZE),
+    "MessageRetentionPeriod": _integer(limits.MIN_RETENTION_SECONDS, limits.MAX_RETENTION_SECONDS),
+    "ReceiveMessageWaitTimeSeconds": _integer(0, limits.MAX_WAIT_TIME_SECONDS),
+    "VisibilityTimeout": _integer(0, limits.MAX_VISIBILITY_TIMEOUT_SECONDS),
+    "Policy": _json_object,
+    "RedrivePolicy": _json_object,
+    "RedriveAllowPolicy": _json_object,
+    "KmsMasterKeyId": _any_string,
+    "KmsDataKeyReusePeriodSeconds": _integer(60, 86_400),
+    "SqsManagedSseEnabled": _boolean,
+}
+FIFO_ONLY: dict[str, Checker] = {
+    "ContentBasedDeduplication": _boolean,
+    "DeduplicationScope": _choice("messageGroup", "queue"),
+    "FifoThroughputLimit": _choice("perQueue", "perMessageGroupId"),
+}
+COMPUTED = (
+    "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed",
+    "CreatedTimestamp", "LastModifiedTimestamp", "QueueArn",
+)
+READABLE = frozenset(SETTABLE) | frozenset(FIFO_ONLY) | frozenset(COMPUTED) | {"FifoQueue"}
+
+DEFAULTS = {
+    "DelaySeconds": "0",
+    "MaximumMessageSize": str(limits.MAX_MESSAGE_SIZE),
+    "MessageRetentionPeriod": str(limits.DEFAULT_RETENTION_SECONDS),
+    "ReceiveMessageWaitTimeSeconds": "0",
+    "VisibilityTimeout": str(limits.DEFAULT_VISIBILITY_TIMEOUT),
+    "SqsManagedSseEnabled": "true",
+}
+FIFO_DEFAULTS = {
+    "FifoQueue": "true",
+    "ContentBasedDeduplication": "false",
+    "DeduplicationScope": "queue",
+    "FifoThroughputLimit": "perQueue",
+}
+# Attributes that vanish when set to "" (SQS removes them).
+REMOVABLE = ("Policy", "RedrivePolicy", "RedriveAllowPolicy", "KmsMasterKeyId")
+
+
+def unknown(name: str) -> errors.InvalidAttributeName:
+    return errors.InvalidAttributeName(f"Unknown Attribute {name}.")
+
+
+def check(attributes: dict[str, str], *, fifo: bool, creating: bool) -> dict[str, str]:
+    """Validate and normalise attributes for CreateQueue or SetQueueAttributes."""
+    checked: dict[str, str] = {}
+    for name, value in attributes.items():
+        if not isinstance(value, str):
+            raise _bad(name)
+        if name == "FifoQueue":
+            if not creating:
+                raise errors.InvalidAttributeName(f"Unknown Attribute {name}.")
+            checked[name] = _boolean(name, value)
+            continue
+        checker = SETTABLE.get(name) or (FIFO_ONLY.get(name) if fifo else None)
+        if checker is None:
+            raise unknown(name)
+        checked[name] = checker(name, value)
+    merged_fifo = {**FIFO_DEFAULTS, **checked} if fifo else checked
+    if (fifo and merged_fifo.get("FifoThroughputLimit") == "perMessageGroupId"
+            and merged_fifo.get("DeduplicationScope") == "queue" and creating):
+        raise errors.InvalidAttributeValue(
+            "Invalid value for the parameter FifoThroughputLimit. Reason: "
+            "perMessageGroupId is allowed only when DeduplicationScope is messageGroup."
+        )
+    if checked.get("KmsMasterKeyId") and checked.get("SqsManagedSseEnabled") == "true":
+        raise errors.InvalidAttributeValue(
+            "Invalid value for the parameter SqsManagedSseEnabled. Reason: "
+            "You can use one type of server-side encryption (SSE) at one time."
+        )
+    return checked
+
+
+def apply(current: dict[str, str], changes: dict[str, str]) -> dict[str, str]:
+    """The attributes after SetQueueAttributes: "" removes the removable ones."""
+    updated = dict(current)
+    for name, value in changes.items():
+        if name in REMOVABLE and value == "":
+            updated.pop(name, None)
+        else:
+            updated[name] = value
+    if changes.get("KmsMasterKeyId"):
+        updated["SqsManagedSseEnabled"] = "false"
+    return updated

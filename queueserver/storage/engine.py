@@ -1,0 +1,349 @@
+"""QueueEngine: the storage layer's public API.
+
+Every method takes already-validated input; every instant comes from the injected
+clock. Queues are cached in memory (they are few and read on every request) and the
+cache is only changed on the database thread after a commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+from collections import defaultdict
+from typing import Callable
+
+from queueserver import errors, limits
+from queueserver.clock import Clock
+from queueserver.models import (
+    EntryOutcome, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage, VisibilityChange,
+)
+from queueserver.storage import message_store, queue_store
+from queueserver.storage.database import Database, Transaction, connect
+from queueserver.storage.migrations import migrate
+from queueserver.storage.receipts import ReceiptSigner
+
+log = logging.getLogger(__name__)
+
+SWEEP_INTERVAL_SECONDS = 5.0
+
+
+class QueueEngine:
+    def __init__(self, db: Database, clock: Clock, signer: ReceiptSigner, queues: list[Queue],
+                 next_row_id: int, enforce_cooldowns: bool) -> None:
+        self._db = db
+        self._clock = clock
+        self._signer = signer
+        self._queues: dict[tuple[str, str, str], Queue] = {q.key: q for q in queues}
+        self._next_row_id = next_row_id
+        self._enforce_cooldowns = enforce_cooldowns
+        self._deleted_at: dict[tuple[str, str, str], int] = {}
+        self._purged_at: dict[int, int] = {}
+        self._waiters: defaultdict[int, set[asyncio.Future]] = defaultdict(set)
+        self._loop = asyncio.get_running_loop()
+        self._shutting_down = False
+        self._sweeper = asyncio.create_task(self._sweep_forever())
+
+    @classmethod
+    async def open(cls, path: str, clock: Clock, *, enforce_cooldowns: bool = False) -> "QueueEngine":
+        conn = await asyncio.get_running_loop().run_in_executor(None, connect, path)
+        db = Database(conn)
+
+        def prepare(tx: Transaction) -> tuple[bytes, list[Queue], int]:
+            return queue_store.receipt_secret(tx.conn), queue_store.load_all(tx.conn), message_store.highest_row_id(tx.conn)
+
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, migrate, conn)
+            secret, queues, highest = await db.run(prepare)
+        except BaseException:
+            await db.close()
+            raise
+        return cls(db, clock, ReceiptSigner(secret), queues, highest + 1, enforce_cooldowns)
+
+    def begin_shutdown(self) -> None:
+        """Answer every long poll now and accept no new waits."""
+        self._shutting_down = True
+        for waiters in self._waiters.values():
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    async def close(self) -> None:
+        self.begin_shutdown()
+        self._sweeper.cancel()
+        await asyncio.gather(self._sweeper, return_exceptions=True)
+        await self._db.close()
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    # -- queues ---------------------------------------------------------------
+
+    def get_queue(self, region: str, account: str, name: str) -> Queue:
+        queue = self._queues.get((region, account, name))
+        if queue is None:
+            raise errors.QueueDoesNotExist()
+        return queue
+
+    def list_queues(self, region: str, account: str, prefix: str = "") -> list[Queue]:
+        found = [q for q in self._queues.values()
+                 if q.region == region and q.account == account and q.name.startswith(prefix)]
+        return sorted(found, key=lambda q: q.name)
+
+    async def create_queue(self, region: str, account: str, name: str, fifo: bool,
+                           attributes: dict[str, str], supplied: dict[str, str],
+                           tags: dict[str, str]) -> Queue:
+        """Create a queue, or return the existing one if every supplied attribute matches."""
+        key = (region, account, name)
+        now = self._clock.now_ms()
+
+        def create(tx: Transaction) -> Queue:
+            existing = self._queues.get(key)
+            if existing is not None:
+                for attribute, value in supplied.items():
+                    if existing.attributes.get(attribute, "") != value:
+                        raise errors.QueueNameExists(
+                            f"A queue already exists with the same name and a different value for attribute {attribute}"
+                        )
+                return existing
+            deleted_at = self._deleted_at.get(key)
+            if self._enforce_cooldowns and deleted_at is not None and now - deleted_at < limits.COOLDOWN_MS:
+                raise errors.QueueDeletedRecently(
+                    "You must wait 60 seconds after deleting a queue before you can create another with the same name."
+                )
+            queue = queue_store.insert(tx.conn, region, account, name, fifo, attributes, tags, now)
+            self._queues[key] = queue
+            tx.on_rollback(lambda: self._queues.pop(key, None))
+            return queue
+
+        return await self._db.run(create)
+
+    async def delete_queue(self, queue: Queue) -> None:
+        def delete(tx: Transaction) -> None:
+            self._require(queue)
+            message_store.delete_all(tx.conn, queue.id)
+            queue_store.delete(tx.conn, queue.id)
+            current = self._queues.pop(queue.key)
+            tx.on_rollback(lambda: self._queues.__setitem__(queue.key, current))
+
+        await self._db.run(delete)
+        self._deleted_at[queue.key] = self._clock.now_ms()
+        self._notify(queue.id)
+
+    async def update_queue(self, queue: Queue,
+                           change: Callable[[dict[str, str], dict[str, str]], tuple[dict[str, str], dict[str, str]]]) -> Queue:
+        """Apply `change(attributes, tags) -> (attributes, tags)` atomically."""
+        now = self._clock.now_ms()
+
+        def update(tx: Transaction) -> Queue:
+            current = self._require(queue)
+            attributes, tags = change(dict(current.attributes), dict(current.tags))
+            updated = queue_store.update(tx.conn, queue.id, attributes, tags, now)
+            self._queues[queue.key] = updated
+            tx.on_rollback(lambda: self._queues.__setitem__(queue.key, current))
+            return updated
+
+        updated = await self._db.run(update)
+        self._notify(queue.id)  # a shorter retention or delay may change what a waiter should see
+        return updated
+
+    async def queue_counts(self, queue: Queue) -> QueueCounts:
+        now = self._clock.now_ms()
+        return await self._db.run(
+            lambda tx: message_store.counts(tx.conn, self._require(queue).id, now, self._cutoff(queue, now))
+        )
+
+    async def purge_queue(self, queue: Queue) -> None:
+        now = self._clock.now_ms()
+        purged_at = self._purged_at.get(queue.id)
+        if self._enforce_cooldowns and purged_at is not None and now - purged_at < limits.COOLDOWN_MS:
+            raise errors.PurgeQueueInProgress(
+                f"Only one PurgeQueue operation on {queue.name} is allowed every 60 seconds."
+            )
+
+        def purge(tx: Transaction) -> None:
+            self._require(queue)
+            message_store.delete_all(tx.conn, queue.id)
+
+        await self._db.run(purge)
+        self._purged_at[queue.id] = now
+
+    # -- messages -------------------------------------------------------------
+
+    async def send_messages(self, queue: Queue, messages: list[NewMessage], sender_id: str) -> list[SentMessage]:
+        now = self._clock.now_ms()
+        first_row_id = self._next_row_id
+        self._next_row_id += len(messages)
+
+        def send(tx: Transaction) -> list[str]:
+            self._require(queue)
+            return message_store.insert_messages(tx.conn, queue.id, first_row_id, messages, now, sender_id)
+
+        message_ids = await self._db.run(send)
+        self._notify(queue.id)
+        return [
+            SentMessage(message_id, m.md5_of_body, m.md5_of_attributes, m.md5_of_system_attributes)
+            for message_id, m in zip(message_ids, messages)
+        ]
+
+    async def receive_messages(self, queue: Queue, max_messages: int, visibility_timeout: int,
+                               wait_seconds: int) -> list[ReceivedMessage]:
+        """Claim up to `max_messages`; with a wait, return as soon as any are available."""
+        loop = self._loop
+        deadline_ms = self._clock.now_ms() + wait_seconds * 1000
+        real_deadline = loop.time() + wait_seconds
+        while True:
+            waiter: asyncio.Future | None = None
+            if wait_seconds > 0 and not self._shutting_down:
+                waiter = loop.create_future()
+                self._waiters[queue.id].add(waiter)  # before the claim, so no wake-up is missed
+            try:
+                messages, next_visible = await self._db.run(
+                    lambda tx: self._claim(tx, queue, max_messages, visibility_timeout)
+                )
+                if messages or waiter is None:
+                    return messages
+                if self._clock.now_ms() >= deadline_ms or loop.time() >= real_deadline:
+                    return []
+                wake_ms = deadline_ms if next_visible is None else min(deadline_ms, next_visible)
+                await self._wait(waiter, wake_ms, real_deadline)
+            finally:
+                if waiter is not None:
+                    self._discard_waiter(queue.id, waiter)
+
+    async def delete_messages(self, queue: Queue, handles: list[str]) -> list[EntryOutcome]:
+        outcomes, receipts = [], []
+        for handle in handles:
+            receipt = self._signer.decode(handle)
+            if receipt is None or receipt.queue_id != queue.id:
+                outcomes.append(EntryOutcome(error=_invalid_handle(handle)))
+            else:
+                outcomes.append(EntryOutcome())
+                receipts.append((receipt.row_id, receipt.token))
+        if receipts:
+            await self._db.run(lambda tx: message_store.delete_received(tx.conn, self._require(queue).id, receipts))
+        return outcomes
+
+    async def change_visibility(self, queue: Queue, changes: list[VisibilityChange]) -> list[EntryOutcome]:
+        now = self._clock.now_ms()
+
+        def change(tx: Transaction) -> list[EntryOutcome]:
+            self._require(queue)
+            return [self._change_one(tx, queue, c, now) for c in changes]
+
+        outcomes = await self._db.run(change)
+        self._notify(queue.id)
+        return outcomes
+
+    # -- on the database thread ----------------------------------------------
+
+    def _claim(self, tx: Transaction, queue: Queue, n: int, visibility_timeout: int
+               ) -> tuple[list[ReceivedMessage], int | None]:
+        current = self._require(queue)
+        now = self._clock.now_ms()
+        rows = message_store.claim(tx.conn, queue.id, n, now, now + visibility_timeout * 1000,
+                                   self._cutoff(current, now))
+        if not rows:
+            return [], message_store.next_visible_at(tx.conn, queue.id, now)
+        payloads = message_store.bodies(tx.conn, [row[0] for row in rows])
+        received = []
+        for row_id, receive_count, first_received, token, group_id, sequence in sorted(rows):
+            p = payloads[row_id]
+            received.append(ReceivedMessage(
+                message_id=p[1], receipt_handle=self._signer.encode(queue.id, row_id, token), body=p[2],
+                md5_of_body=p[3], attributes=_loads(p[4]), trace_header=p[5], sent_at_ms=p[6],
+                sender_id=p[7], deduplication_id=p[8], dead_letter_source_arn=p[9],
+                receive_count=receive_count, first_received_at_ms=first_received, group_id=group_id,
+                sequence_number=None if sequence is None else str(sequence),
+            ))
+        return received, None
+
+    def _change_one(self, tx: Transaction, queue: Queue, change: VisibilityChange, now: int) -> EntryOutcome:
+        receipt = self._signer.decode(change.receipt_handle)
+        if receipt is None or receipt.queue_id != queue.id:
+            return EntryOutcome(error=_invalid_handle(change.receipt_handle))
+        state = message_store.visibility_state(tx.conn, queue.id, receipt.row_id)
+        if state is None or state[1] != receipt.token:
+            return EntryOutcome(error=errors.invalid_value(
+                "ReceiptHandle", change.receipt_handle,
+                "Message does not exist or is not available for visibility timeout change."))
+        visible_at, _, received_at = state
+        if visible_at <= now:
+            return EntryOutcome(error=errors.MessageNotInflight())
+        new_visible_at = now + change.visibility_timeout * 1000
+        if new_visible_at - received_at > limits.MAX_VISIBILITY_TIMEOUT_SECONDS * 1000:
+            return EntryOutcome(error=errors.invalid_value(
+                "VisibilityTimeout", change.visibility_timeout,
+                f"Total VisibilityTimeout for the message is beyond the limit "
+                f"[{limits.MAX_VISIBILITY_TIMEOUT_SECONDS} seconds]"))
+        message_store.set_visible_at(tx.conn, receipt.row_id, new_visible_at)
+        return EntryOutcome()
+
+    def _require(self, queue: Queue) -> Queue:
+        """The queue's current state; fails if it was deleted since the request looked it up."""
+        current = self._queues.get(queue.key)
+        if current is None or current.id != queue.id:
+            raise errors.QueueDoesNotExist()
+        return current
+
+    @staticmethod
+    def _cutoff(queue: Queue, now: int) -> int:
+        return now - queue.retention_seconds * 1000
+
+    # -- waiting --------------------------------------------------------------
+
+    async def _wait(self, waiter: asyncio.Future, wake_ms: int, real_deadline: float) -> None:
+        def wake() -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        timer = self._clock.call_at(wake_ms, wake)
+        real_timer = self._loop.call_at(real_deadline, wake)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            real_timer.cancel()
+
+    def _notify(self, queue_id: int) -> None:
+        """Wake the queue's long polls to claim again (after a commit changed what is visible)."""
+        for waiter in self._waiters.get(queue_id, ()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _discard_waiter(self, queue_id: int, waiter: asyncio.Future) -> None:
+        waiters = self._waiters.get(queue_id)
+        if waiters is not None:
+            waiters.discard(waiter)
+            if not waiters:
+                del self._waiters[queue_id]
+
+    # -- retention ------------------------------------------------------------
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
+            try:
+                await self.sweep_expired()
+            except (sqlite3.Error, RuntimeError) as exc:
+                log.warning("retention sweep failed: %s", exc)
+
+    async def sweep_expired(self) -> int:
+        """Remove messages past their queue's retention period."""
+        now = self._clock.now_ms()
+
+        def sweep(tx: Transaction) -> int:
+            return sum(message_store.delete_expired(tx.conn, q.id, self._cutoff(q, now))
+                       for q in list(self._queues.values()))
+
+        return await self._db.run(sweep)
+
+
+def _invalid_handle(handle: str) -> errors.ReceiptHandleIsInvalid:
+    return errors.ReceiptHandleIsInvalid(f'The input receipt handle "{handle}" is not a valid receipt handle.')
+
+
+def _loads(text: str | None) -> dict | None:
+    return None if text is None else json.loads(text)

@@ -1,0 +1,50 @@
+"""Receipt handles: opaque, rotated on every receive, and unforgeable.
+
+A handle names the queue, the message row and the receive's random token, signed
+with an HMAC under a per-database secret, so a client can neither make one up nor
+turn one message's handle into another's.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import struct
+from dataclasses import dataclass
+
+_LAYOUT = struct.Struct(">qqq")
+_MAC_BYTES = 16
+
+
+@dataclass(frozen=True)
+class Receipt:
+    queue_id: int
+    row_id: int
+    token: int
+
+
+class ReceiptSigner:
+    def __init__(self, secret: bytes) -> None:
+        self._secret = secret
+
+    def _mac(self, payload: bytes) -> bytes:
+        return hmac.new(self._secret, payload, hashlib.sha256).digest()[:_MAC_BYTES]
+
+    def encode(self, queue_id: int, row_id: int, token: int) -> str:
+        payload = _LAYOUT.pack(queue_id, row_id, token)
+        return base64.urlsafe_b64encode(payload + self._mac(payload)).decode("ascii")
+
+    def decode(self, handle: str) -> Receipt | None:
+        """The receipt a handle names, or None if it is malformed or forged."""
+        try:
+            raw = base64.urlsafe_b64decode(handle.encode("ascii"))
+        except (binascii.Error, UnicodeEncodeError, ValueError):
+            return None
+        if len(raw) != _LAYOUT.size + _MAC_BYTES:
+            return None
+        payload, mac = raw[: _LAYOUT.size], raw[_LAYOUT.size :]
+        if not hmac.compare_digest(mac, self._mac(payload)):
+            return None
+        return Receipt(*_LAYOUT.unpack(payload))

@@ -1,0 +1,302 @@
+"""SendMessageBatch, DeleteMessageBatch and ChangeMessageVisibilityBatch."""
+
+from __future__ import annotations
+
+import pytest
+from sqs_testkit import (
+    Counts,
+    counts,
+    md5_of_attributes,
+    md5_of_body,
+    raises_modeled,
+    receive,
+    receive_all,
+    send_bodies,
+)
+
+MIB = 1024 * 1024
+
+
+def _entries(n, prefix="e"):
+    return [{"Id": f"{prefix}{i}", "MessageBody": f"body-{i}"} for i in range(n)]
+
+
+def _failed_by_id(resp):
+    return {f["Id"]: f for f in resp.get("Failed", [])}
+
+
+def _assert_failed(entry, *codes):
+    assert entry["SenderFault"] is True, entry
+    # Batch entries carry the error code in-band; accept the shape name or the legacy form.
+    assert any(entry["Code"] == c or entry["Code"].endswith("." + c) for c in codes), entry
+    assert entry.get("Message"), entry
+
+
+# --- SendMessageBatch --------------------------------------------------------------------
+
+
+def test_send_message_batch_sends_ten_messages_with_ids_and_md5s(sqs, queue_url):
+    entries = _entries(10)
+    resp = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+    assert resp["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert resp.get("Failed", []) == []
+    ok = {s["Id"]: s for s in resp["Successful"]}
+    assert set(ok) == {e["Id"] for e in entries}
+    for e in entries:
+        assert ok[e["Id"]]["MD5OfMessageBody"] == md5_of_body(e["MessageBody"])
+        assert ok[e["Id"]]["MessageId"]
+    assert len({s["MessageId"] for s in resp["Successful"]}) == 10
+    got = receive_all(sqs, queue_url)
+    assert sorted(m["Body"] for m in got) == sorted(e["MessageBody"] for e in entries)
+    assert {m["MessageId"] for m in got} == {s["MessageId"] for s in resp["Successful"]}
+
+
+def test_send_message_batch_entries_carry_attributes_delays_and_trace_headers(
+        sqs, queue_url, clock):
+    attrs = {"kind": {"DataType": "String", "StringValue": "batched"},
+             "n": {"DataType": "Number", "StringValue": "7"}}
+    system = {"AWSTraceHeader": {"DataType": "String", "StringValue": "Root=1-abc-def"}}
+    resp = sqs.send_message_batch(QueueUrl=queue_url, Entries=[
+        {"Id": "attrs", "MessageBody": "a", "MessageAttributes": attrs,
+         "MessageSystemAttributes": system},
+        {"Id": "delayed", "MessageBody": "d", "DelaySeconds": 30},
+    ])
+    ok = {s["Id"]: s for s in resp["Successful"]}
+    assert ok["attrs"]["MD5OfMessageAttributes"] == md5_of_attributes(attrs)
+    assert ok["attrs"]["MD5OfMessageSystemAttributes"] == md5_of_attributes(system)
+    assert "MD5OfMessageAttributes" not in ok["delayed"]
+    assert counts(sqs, queue_url) == Counts(1, 0, 1)
+    (msg,) = receive(sqs, queue_url, MessageAttributeNames=["All"],
+                     MessageSystemAttributeNames=["All"])
+    assert msg["Body"] == "a"
+    assert msg["MD5OfMessageAttributes"] == md5_of_attributes(attrs)
+    assert msg["Attributes"]["AWSTraceHeader"] == "Root=1-abc-def"
+    clock.advance(31)
+    assert [m["Body"] for m in receive(sqs, queue_url)] == ["d"]
+
+
+def test_a_bad_entry_fails_alone_while_the_others_are_sent(sqs, queue_url):
+    resp = sqs.send_message_batch(QueueUrl=queue_url, Entries=[
+        {"Id": "good1", "MessageBody": "fine"},
+        {"Id": "badchars", "MessageBody": "nul\x00here"},
+        {"Id": "baddelay", "MessageBody": "x", "DelaySeconds": 901},
+        {"Id": "good2", "MessageBody": "also fine"},
+    ])
+    assert resp["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert {s["Id"] for s in resp["Successful"]} == {"good1", "good2"}
+    failed = _failed_by_id(resp)
+    assert set(failed) == {"badchars", "baddelay"}
+    _assert_failed(failed["badchars"], "InvalidMessageContents")
+    _assert_failed(failed["baddelay"], "InvalidParameterValue")
+    assert sorted(m["Body"] for m in receive_all(sqs, queue_url)) == ["also fine", "fine"]
+
+
+def test_a_batch_entry_over_the_queue_maximum_size_fails_alone(sqs, make_queue):
+    url = make_queue({"MaximumMessageSize": "1024"})
+    resp = sqs.send_message_batch(QueueUrl=url, Entries=[
+        {"Id": "small", "MessageBody": "s"},
+        {"Id": "big", "MessageBody": "b" * 1025},
+    ])
+    assert [s["Id"] for s in resp["Successful"]] == ["small"]
+    _assert_failed(_failed_by_id(resp)["big"], "InvalidParameterValue")
+    assert counts(sqs, url) == Counts(1, 0, 0)
+
+
+def test_a_batch_over_one_mebibyte_in_total_fails_with_batch_request_too_long(sqs, queue_url):
+    entries = [{"Id": f"big{i}", "MessageBody": "x" * (600 * 1024)} for i in range(2)]
+    with raises_modeled(sqs, "BatchRequestTooLong"):
+        sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+    assert counts(sqs, queue_url) == Counts(0, 0, 0)
+
+
+def test_a_batch_of_exactly_one_mebibyte_in_total_is_accepted(sqs, queue_url):
+    entries = [{"Id": f"q{i}", "MessageBody": "y" * (MIB // 4)} for i in range(4)]
+    resp = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+    assert len(resp["Successful"]) == 4
+    assert counts(sqs, queue_url) == Counts(4, 0, 0)
+
+
+def test_an_empty_send_batch_fails_with_empty_batch_request(sqs, queue_url):
+    with raises_modeled(sqs, "EmptyBatchRequest"):
+        sqs.send_message_batch(QueueUrl=queue_url, Entries=[])
+
+
+def test_eleven_send_entries_fail_with_too_many_entries_and_send_nothing(sqs, queue_url):
+    with raises_modeled(sqs, "TooManyEntriesInBatchRequest"):
+        sqs.send_message_batch(QueueUrl=queue_url, Entries=_entries(11))
+    assert counts(sqs, queue_url) == Counts(0, 0, 0)
+
+
+def test_duplicate_send_entry_ids_fail_with_ids_not_distinct_and_send_nothing(sqs, queue_url):
+    entries = [{"Id": "same", "MessageBody": "one"}, {"Id": "same", "MessageBody": "two"}]
+    with raises_modeled(sqs, "BatchEntryIdsNotDistinct"):
+        sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+    assert counts(sqs, queue_url) == Counts(0, 0, 0)
+
+
+BAD_IDS = {"space": "has space", "dot": "a.b", "81-chars": "i" * 81, "slash": "a/b"}
+
+
+@pytest.mark.parametrize("bad_id", BAD_IDS.values(), ids=BAD_IDS.keys())
+def test_an_invalid_send_entry_id_fails_with_invalid_batch_entry_id_and_sends_nothing(
+        sqs, queue_url, bad_id):
+    with raises_modeled(sqs, "InvalidBatchEntryId"):
+        sqs.send_message_batch(QueueUrl=queue_url, Entries=[
+            {"Id": "fine", "MessageBody": "ok"}, {"Id": bad_id, "MessageBody": "x"}])
+    assert counts(sqs, queue_url) == Counts(0, 0, 0)
+
+
+def test_an_80_character_entry_id_of_allowed_characters_is_accepted(sqs, queue_url):
+    entry_id = ("Az09_-" * 14)[:80]
+    resp = sqs.send_message_batch(QueueUrl=queue_url,
+                                  Entries=[{"Id": entry_id, "MessageBody": "ok"}])
+    assert [s["Id"] for s in resp["Successful"]] == [entry_id]
+
+
+# --- DeleteMessageBatch ------------------------------------------------------------------
+
+
+def test_delete_message_batch_deletes_every_listed_message(sqs, queue_url):
+    send_bodies(sqs, queue_url, [f"d{i}" for i in range(10)])
+    got = receive_all(sqs, queue_url)
+    assert len(got) == 10
+    entries = [{"Id": f"d{i}", "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
+    resp = sqs.delete_message_batch(QueueUrl=queue_url, Entries=entries)
+    assert sorted(s["Id"] for s in resp["Successful"]) == sorted(e["Id"] for e in entries)
+    assert resp.get("Failed", []) == []
+    assert counts(sqs, queue_url) == Counts(0, 0, 0)
+
+
+def test_a_garbled_handle_in_a_delete_batch_fails_alone(sqs, queue_url):
+    send_bodies(sqs, queue_url, ["x", "y"])
+    got = receive_all(sqs, queue_url)
+    resp = sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
+        {"Id": "ok", "ReceiptHandle": got[0]["ReceiptHandle"]},
+        {"Id": "garbled", "ReceiptHandle": "garbled-handle"},
+    ])
+    assert [s["Id"] for s in resp["Successful"]] == ["ok"]
+    _assert_failed(_failed_by_id(resp)["garbled"], "ReceiptHandleIsInvalid")
+    assert counts(sqs, queue_url) == Counts(0, 1, 0)
+
+
+def test_a_stale_handle_in_a_delete_batch_deletes_nothing(sqs, queue_url):
+    send_bodies(sqs, queue_url, ["s"])
+    (first,) = receive(sqs, queue_url)
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=first["ReceiptHandle"],
+                                  VisibilityTimeout=0)
+    assert len(receive(sqs, queue_url, VisibilityTimeout=600)) == 1
+    resp = sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
+        {"Id": "stale", "ReceiptHandle": first["ReceiptHandle"]}])
+    assert [s["Id"] for s in resp.get("Successful", [])] == ["stale"]
+    assert counts(sqs, queue_url) == Counts(0, 1, 0)
+
+
+def test_an_empty_delete_batch_fails_with_empty_batch_request(sqs, queue_url):
+    with raises_modeled(sqs, "EmptyBatchRequest"):
+        sqs.delete_message_batch(QueueUrl=queue_url, Entries=[])
+
+
+def test_eleven_delete_entries_fail_with_too_many_entries_and_delete_nothing(sqs, queue_url):
+    send_bodies(sqs, queue_url, [f"k{i}" for i in range(11)])
+    got = receive_all(sqs, queue_url)
+    assert len(got) == 11
+    entries = [{"Id": f"k{i}", "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
+    with raises_modeled(sqs, "TooManyEntriesInBatchRequest"):
+        sqs.delete_message_batch(QueueUrl=queue_url, Entries=entries)
+    assert counts(sqs, queue_url) == Counts(0, 11, 0)
+
+
+def test_duplicate_delete_entry_ids_fail_with_ids_not_distinct_and_delete_nothing(
+        sqs, queue_url):
+    send_bodies(sqs, queue_url, ["p", "q"])
+    got = receive_all(sqs, queue_url)
+    with raises_modeled(sqs, "BatchEntryIdsNotDistinct"):
+        sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
+            {"Id": "dup", "ReceiptHandle": got[0]["ReceiptHandle"]},
+            {"Id": "dup", "ReceiptHandle": got[1]["ReceiptHandle"]}])
+    assert counts(sqs, queue_url) == Counts(0, 2, 0)
+
+
+def test_an_invalid_delete_entry_id_fails_with_invalid_batch_entry_id(sqs, queue_url):
+    send_bodies(sqs, queue_url, ["r"])
+    (msg,) = receive(sqs, queue_url)
+    with raises_modeled(sqs, "InvalidBatchEntryId"):
+        sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
+            {"Id": "bad id!", "ReceiptHandle": msg["ReceiptHandle"]}])
+    assert counts(sqs, queue_url) == Counts(0, 1, 0)
+
+
+# --- ChangeMessageVisibilityBatch --------------------------------------------------------
+
+
+def test_change_message_visibility_batch_changes_each_listed_message(sqs, queue_url, clock):
+    send_bodies(sqs, queue_url, ["zero", "long"])
+    got = {m["Body"]: m for m in receive_all(sqs, queue_url, VisibilityTimeout=30)}
+    resp = sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=[
+        {"Id": "zero", "ReceiptHandle": got["zero"]["ReceiptHandle"], "VisibilityTimeout": 0},
+        {"Id": "long", "ReceiptHandle": got["long"]["ReceiptHandle"], "VisibilityTimeout": 300},
+    ])
+    assert sorted(s["Id"] for s in resp["Successful"]) == ["long", "zero"]
+    assert resp.get("Failed", []) == []
+    assert [m["Body"] for m in receive_all(sqs, queue_url, VisibilityTimeout=1000)] == ["zero"]
+    clock.advance(301)
+    assert [m["Body"] for m in receive_all(sqs, queue_url)] == ["long"]
+
+
+def test_change_message_visibility_batch_reports_bad_entries_in_band(sqs, queue_url):
+    send_bodies(sqs, queue_url, ["a", "b", "c"])
+    got = {m["Body"]: m for m in receive_all(sqs, queue_url, VisibilityTimeout=600)}
+    assert set(got) == {"a", "b", "c"}
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=got["b"]["ReceiptHandle"],
+                                  VisibilityTimeout=0)  # b is no longer in flight
+    resp = sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=[
+        {"Id": "ok", "ReceiptHandle": got["a"]["ReceiptHandle"], "VisibilityTimeout": 0},
+        {"Id": "garbled", "ReceiptHandle": "nope", "VisibilityTimeout": 10},
+        {"Id": "notinflight", "ReceiptHandle": got["b"]["ReceiptHandle"], "VisibilityTimeout": 10},
+        {"Id": "range", "ReceiptHandle": got["c"]["ReceiptHandle"], "VisibilityTimeout": 43201},
+    ])
+    assert resp["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert [s["Id"] for s in resp["Successful"]] == ["ok"]
+    failed = _failed_by_id(resp)
+    assert set(failed) == {"garbled", "notinflight", "range"}
+    _assert_failed(failed["garbled"], "ReceiptHandleIsInvalid")
+    _assert_failed(failed["notinflight"], "MessageNotInflight")
+    _assert_failed(failed["range"], "InvalidParameterValue")
+    # a and b are visible; c kept its 600 s.
+    assert counts(sqs, queue_url) == Counts(2, 1, 0)
+
+
+def test_an_empty_change_visibility_batch_fails_with_empty_batch_request(sqs, queue_url):
+    with raises_modeled(sqs, "EmptyBatchRequest"):
+        sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=[])
+
+
+def test_eleven_change_visibility_entries_fail_with_too_many_entries_and_change_nothing(
+        sqs, queue_url):
+    send_bodies(sqs, queue_url, [f"c{i}" for i in range(11)])
+    got = receive_all(sqs, queue_url, VisibilityTimeout=600)
+    entries = [{"Id": f"c{i}", "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+               for i, m in enumerate(got)]
+    with raises_modeled(sqs, "TooManyEntriesInBatchRequest"):
+        sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries)
+    assert counts(sqs, queue_url) == Counts(0, 11, 0)
+
+
+def test_duplicate_change_visibility_entry_ids_fail_with_ids_not_distinct(sqs, queue_url):
+    send_bodies(sqs, queue_url, ["u", "v"])
+    got = receive_all(sqs, queue_url, VisibilityTimeout=600)
+    with raises_modeled(sqs, "BatchEntryIdsNotDistinct"):
+        sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=[
+            {"Id": "dup", "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+            for m in got])
+    assert counts(sqs, queue_url) == Counts(0, 2, 0)
+
+
+def test_an_invalid_change_visibility_entry_id_fails_with_invalid_batch_entry_id(
+        sqs, queue_url):
+    send_bodies(sqs, queue_url, ["w"])
+    (msg,) = receive(sqs, queue_url, VisibilityTimeout=600)
+    with raises_modeled(sqs, "InvalidBatchEntryId"):
+        sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=[
+            {"Id": "x" * 81, "ReceiptHandle": msg["ReceiptHandle"], "VisibilityTimeout": 0}])
+    assert counts(sqs, queue_url) == Counts(0, 1, 0)
