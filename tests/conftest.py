@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import queue as queue_module
 import re
@@ -10,9 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +24,8 @@ INTEGRATION_DIR = Path(__file__).resolve().parent / "integration"
 # make that work whatever pytest import mode is configured.
 if str(INTEGRATION_DIR) not in sys.path:
     sys.path.insert(0, str(INTEGRATION_DIR))
+
+from sqs_testkit import ClockControl, unique_queue_name  # noqa: E402
 
 READY_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
@@ -149,34 +147,6 @@ def start_server(db_path: str | os.PathLike[str], *extra_args: str) -> ServerPro
     return server
 
 
-# --- the manual clock --------------------------------------------------------------
-
-
-class ClockControl:
-    """Drives a `--test-clock` server's manual clock through /_queueserver/clock."""
-
-    def __init__(self, endpoint: str):
-        self.url = endpoint.rstrip("/") + "/_queueserver/clock"
-
-    def _call(self, method: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
-        data = json.dumps(payload).encode() if payload is not None else None
-        req = urllib.request.Request(self.url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            assert resp.status == 200
-            return json.loads(resp.read())
-
-    def now_ms(self) -> int:
-        return int(self._call("GET")["now_ms"])
-
-    def advance(self, seconds: float) -> int:
-        """Move the clock forward; returns the new now_ms."""
-        before = self.now_ms()
-        now = int(self._call("POST", {"advance_seconds": float(seconds)})["now_ms"])
-        assert now >= before + int(seconds * 1000) - 1, (before, now, seconds)
-        return now
-
-
 # --- fixtures ------------------------------------------------------------------------
 
 
@@ -199,6 +169,21 @@ def make_client(boto_session: boto3.session.Session) -> Any:
                                    config=config)
 
     return factory
+
+
+@pytest.fixture
+def server_factory() -> Iterator[Any]:
+    """server_factory(db_path, *extra_args) -> ServerProcess; every one is dead after the test."""
+    started: list[ServerProcess] = []
+
+    def factory(db_path: str | os.PathLike[str], *extra_args: str) -> ServerProcess:
+        proc = start_server(db_path, *extra_args)
+        started.append(proc)
+        return proc
+
+    yield factory
+    for proc in started:
+        proc.ensure_dead()
 
 
 @pytest.fixture(scope="session")
@@ -233,11 +218,6 @@ def clock(server: ServerProcess) -> ClockControl:
     return ClockControl(server.endpoint)
 
 
-def unique_queue_name(hint: str = "q") -> str:
-    stem = re.sub(r"[^A-Za-z0-9_-]", "-", hint)[:40].strip("-") or "q"
-    return f"{stem}-{uuid.uuid4().hex[:12]}"
-
-
 @pytest.fixture
 def queue_name(request: pytest.FixtureRequest) -> str:
     return unique_queue_name(request.node.originalname.removeprefix("test_"))
@@ -264,3 +244,17 @@ def make_queue(sqs: Any, request: pytest.FixtureRequest) -> Any:
 def queue_url(make_queue: Any) -> str:
     """A fresh standard queue with default attributes."""
     return make_queue()
+
+
+@pytest.fixture(scope="module")
+def cooldown_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server with AWS's 60-second rules on (and a manual clock to get past them)."""
+    db = tmp_path_factory.mktemp("cooldowns") / "cooldowns.db"
+    proc = start_server(db, "--test-clock", "--enforce-cooldowns")
+    try:
+        yield proc
+    finally:
+        if proc.proc.poll() is None:
+            proc.stop()
+        else:
+            proc.ensure_dead()

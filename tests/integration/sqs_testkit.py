@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import struct
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -113,6 +115,11 @@ def md5_of_attributes(attributes: dict[str, dict[str, Any]]) -> str:
     return hashlib.md5(bytes(buf)).hexdigest()
 
 
+def unique_queue_name(hint: str = "q") -> str:
+    stem = re.sub(r"[^A-Za-z0-9_-]", "-", hint)[:40].strip("-") or "q"
+    return f"{stem}-{uuid.uuid4().hex[:12]}"
+
+
 # --- queue state ---------------------------------------------------------------
 
 COUNTERS = (
@@ -210,3 +217,32 @@ def raw_request(
 def raw_json_call(endpoint: str, action: str, payload: Any, **kwargs: Any) -> RawResponse:
     body = payload if isinstance(payload, bytes) else json.dumps(payload).encode("utf-8")
     return raw_request(endpoint, body, target=f"AmazonSQS.{action}", **kwargs)
+
+
+# --- the manual clock --------------------------------------------------------------
+
+
+class ClockControl:
+    """Drives a `--test-clock` server's manual clock through /_queueserver/clock."""
+
+    def __init__(self, endpoint: str):
+        self.url = endpoint.rstrip("/") + "/_queueserver/clock"
+
+    def _call(self, method: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = json.dumps(payload).encode() if payload is not None else None
+        req = urllib.request.Request(self.url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+            result: dict[str, Any] = json.loads(resp.read())
+            return result
+
+    def now_ms(self) -> int:
+        return int(self._call("GET")["now_ms"])
+
+    def advance(self, seconds: float) -> int:
+        """Move the clock forward; returns the new now_ms."""
+        before = self.now_ms()
+        now = int(self._call("POST", {"advance_seconds": float(seconds)})["now_ms"])
+        assert now >= before + int(seconds * 1000) - 1, (before, now, seconds)
+        return now

@@ -67,7 +67,7 @@ def test_send_message_batch_entries_carry_attributes_delays_and_trace_headers(
     assert "MD5OfMessageAttributes" not in ok["delayed"]
     assert counts(sqs, queue_url) == Counts(1, 0, 1)
     (msg,) = receive(sqs, queue_url, MessageAttributeNames=["All"],
-                     MessageSystemAttributeNames=["All"])
+                     MessageSystemAttributeNames=["All"], VisibilityTimeout=600)
     assert msg["Body"] == "a"
     assert msg["MD5OfMessageAttributes"] == md5_of_attributes(attrs)
     assert msg["Attributes"]["AWSTraceHeader"] == "Root=1-abc-def"

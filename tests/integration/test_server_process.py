@@ -1,0 +1,106 @@
+"""The server as a process: READY line, SIGTERM, the clock endpoint, --account-id."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from sqs_testkit import ClockControl, receive
+
+pytestmark = pytest.mark.server_process
+
+OTHER_ACCOUNT = "123456789012"
+
+
+def _http(method, url, payload=None):
+    data = json.dumps(payload).encode() if payload is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        with e:
+            return e.code, e.read()
+
+
+def test_the_clock_endpoint_answers_404_without_test_clock(server_factory, tmp_path):
+    proc = server_factory(tmp_path / "noclock.db")
+    url = proc.endpoint + "/_queueserver/clock"
+    assert _http("GET", url)[0] == 404
+    assert _http("POST", url, {"advance_seconds": 100})[0] == 404
+    proc.stop()
+
+
+def test_the_clock_endpoint_reads_and_advances_the_manual_clock(server_factory, tmp_path):
+    proc = server_factory(tmp_path / "clock.db", "--test-clock")
+    clock = ClockControl(proc.endpoint)
+    start = clock.now_ms()
+    assert abs(start - time.time() * 1000) < 60_000, "the manual clock starts at wall time"
+    time.sleep(0.05)
+    assert clock.now_ms() == start, "the manual clock does not move by itself"
+    assert clock.advance(1.5) == start + 1500
+    assert clock.now_ms() == start + 1500
+    proc.stop()
+
+
+def test_account_id_shapes_queue_urls_and_arns(server_factory, tmp_path, make_client):
+    proc = server_factory(tmp_path / "account.db", "--account-id", OTHER_ACCOUNT)
+    sqs = make_client(proc.endpoint)
+    url = sqs.create_queue(QueueName="accounted")["QueueUrl"]
+    assert url == f"{proc.endpoint}/{OTHER_ACCOUNT}/accounted"
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    assert arn["QueueArn"] == f"arn:aws:sqs:us-east-1:{OTHER_ACCOUNT}:accounted"
+    assert sqs.get_queue_url(QueueName="accounted", QueueOwnerAWSAccountId=OTHER_ACCOUNT)[
+        "QueueUrl"] == url
+    proc.stop()
+
+
+def test_the_server_prints_only_the_ready_line_on_stdout(server_factory, tmp_path, make_client):
+    proc = server_factory(tmp_path / "quiet.db")
+    sqs = make_client(proc.endpoint)
+    url = sqs.create_queue(QueueName="quiet")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    receive(sqs, url)
+    with pytest.raises(sqs.exceptions.QueueDoesNotExist):
+        sqs.get_queue_url(QueueName="missing")
+    proc.stop()
+    assert proc.extra_stdout == []
+
+
+def test_sigterm_during_a_long_poll_still_exits_cleanly_and_quickly(
+        server_factory, tmp_path, make_client):
+    proc = server_factory(tmp_path / "term.db")
+    sqs = make_client(proc.endpoint)
+    url = sqs.create_queue(QueueName="polled")["QueueUrl"]
+    poller_client = make_client(proc.endpoint)
+
+    def poll():
+        try:
+            poller_client.receive_message(QueueUrl=url, WaitTimeSeconds=20)
+        except Exception:  # noqa: BLE001 - the server is going away; any outcome is fine
+            pass
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    time.sleep(0.4)
+    t0 = time.monotonic()
+    proc.stop()  # asserts exit code 0
+    assert time.monotonic() - t0 < 10
+    thread.join(15)
+
+
+def test_a_server_starts_on_a_fresh_database_path_and_again_on_the_same_one(
+        server_factory, tmp_path, make_client):
+    db = tmp_path / "twice.db"
+    first = server_factory(db)
+    make_client(first.endpoint).create_queue(QueueName="persisted")
+    first.stop()
+    second = server_factory(db)
+    assert make_client(second.endpoint).get_queue_url(QueueName="persisted")["QueueUrl"] == (
+        f"{second.endpoint}/000000000000/persisted")
+    second.stop()

@@ -1,0 +1,122 @@
+"""QueueEngine in-process on a real SQLite file and a manual clock."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import pytest
+
+from queueserver import errors
+from queueserver.clock import ManualClock
+from queueserver.models import NewMessage, VisibilityChange
+from queueserver.protocol import queue_attributes
+from queueserver.storage import QueueEngine
+
+Scenario = Callable[[QueueEngine, ManualClock], Awaitable[Any]]
+
+
+def run(tmp_path: Path, scenario: Scenario) -> Any:
+    async def main() -> Any:
+        clock = ManualClock(start_ms=1_000_000)
+        engine = await QueueEngine.open(str(tmp_path / "q.db"), clock)
+        try:
+            return await scenario(engine, clock)
+        finally:
+            await engine.close()
+
+    return asyncio.run(main())
+
+
+async def make_queue(engine: QueueEngine, name: str = "q", **attributes: str):
+    merged = queue_attributes.apply(queue_attributes.DEFAULTS, attributes)
+    return await engine.create_queue("us-east-1", "000000000000", name, False, merged, attributes, {})
+
+
+def message(body: str = "hello", delay: int = 0) -> NewMessage:
+    return NewMessage(body=body, md5_of_body="x", delay_seconds=delay)
+
+
+def test_a_received_message_is_hidden_until_its_visibility_ends(tmp_path: Path) -> None:
+    async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
+        queue = await make_queue(engine)
+        await engine.send_messages(queue, [message()], "me")
+        [first] = await engine.receive_messages(queue, 10, 30, 0)
+        assert await engine.receive_messages(queue, 10, 30, 0) == []
+        clock.advance(29_999)
+        assert await engine.receive_messages(queue, 10, 30, 0) == []
+        clock.advance(1)
+        [again] = await engine.receive_messages(queue, 10, 30, 0)
+        assert again.message_id == first.message_id
+        assert again.receive_count == 2
+        assert again.receipt_handle != first.receipt_handle
+
+    run(tmp_path, scenario)
+
+
+def test_visibility_can_not_be_extended_past_twelve_hours_from_the_receive(tmp_path: Path) -> None:
+    async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
+        queue = await make_queue(engine)
+        await engine.send_messages(queue, [message()], "me")
+        [received] = await engine.receive_messages(queue, 1, 43_200, 0)
+        clock.advance(3_600_000)
+        [outcome] = await engine.change_visibility(queue, [VisibilityChange(received.receipt_handle, 39_600)])
+        assert outcome.error is None
+        [outcome] = await engine.change_visibility(queue, [VisibilityChange(received.receipt_handle, 39_601)])
+        assert isinstance(outcome.error, errors.InvalidParameterValue)
+        assert "Total VisibilityTimeout" in outcome.error.message
+
+    run(tmp_path, scenario)
+
+
+def test_a_message_past_retention_is_never_delivered_and_is_swept(tmp_path: Path) -> None:
+    async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
+        queue = await make_queue(engine, MessageRetentionPeriod="60")
+        await engine.send_messages(queue, [message()], "me")
+        clock.advance(60_000)
+        assert await engine.receive_messages(queue, 10, 30, 0) == []
+        assert (await engine.queue_counts(queue)).visible == 0
+        assert await engine.sweep_expired() == 1
+
+    run(tmp_path, scenario)
+
+
+def test_a_long_poll_wakes_when_the_clock_passes_a_delay(tmp_path: Path) -> None:
+    async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
+        queue = await make_queue(engine)
+        await engine.send_messages(queue, [message(delay=10)], "me")
+        poll = asyncio.create_task(engine.receive_messages(queue, 1, 30, 20))
+        await asyncio.sleep(0.05)
+        assert not poll.done()
+        clock.advance(10_000)
+        received = await asyncio.wait_for(poll, 2)
+        assert len(received) == 1
+
+    run(tmp_path, scenario)
+
+
+def test_a_long_poll_wakes_on_a_send(tmp_path: Path) -> None:
+    async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
+        queue = await make_queue(engine)
+        poll = asyncio.create_task(engine.receive_messages(queue, 1, 30, 20))
+        await asyncio.sleep(0.05)
+        await engine.send_messages(queue, [message()], "me")
+        assert len(await asyncio.wait_for(poll, 2)) == 1
+
+    run(tmp_path, scenario)
+
+
+def test_a_failing_operation_does_not_roll_back_its_neighbours(tmp_path: Path) -> None:
+    async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
+        queue = await make_queue(engine)
+        results = await asyncio.gather(
+            engine.send_messages(queue, [message("a")], "me"),
+            make_queue(engine, "q", VisibilityTimeout="5"),
+            engine.send_messages(queue, [message("b")], "me"),
+            return_exceptions=True,
+        )
+        assert isinstance(results[1], errors.QueueNameExists)
+        assert (await engine.queue_counts(queue)).visible == 2
+
+    run(tmp_path, scenario)

@@ -1,0 +1,63 @@
+"""The layering rules of DESIGN.md, checked by walking every module's imports."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "queueserver"
+LEAVES = {"clock", "errors", "models", "limits", "config"}
+FORBIDDEN = {
+    "leaf": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server",
+             "queueserver.consumer", "queueserver.spark", "starlette", "uvicorn", "sqlite3", "boto3"},
+    "storage": {"queueserver.protocol", "queueserver.app", "queueserver.server", "queueserver.consumer",
+                "queueserver.spark", "starlette", "uvicorn"},
+    "protocol": {"sqlite3", "aiosqlite", "starlette", "uvicorn", "queueserver.app", "queueserver.server",
+                 "queueserver.storage.database", "queueserver.storage.message_store",
+                 "queueserver.storage.queue_store"},
+    "consumer": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server"},
+    "spark": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server"},
+}
+
+
+def _layer(path: Path) -> str | None:
+    relative = path.relative_to(PACKAGE)
+    if relative.parts[0] in {"storage", "protocol", "consumer", "spark"}:
+        return relative.parts[0]
+    if path.stem in LEAVES:
+        return "leaf"
+    return None
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_every_module_imports_only_what_its_layer_allows() -> None:
+    broken = []
+    for path in PACKAGE.rglob("*.py"):
+        layer = _layer(path)
+        if layer is None:
+            continue
+        for name in _imports(path):
+            if any(name == f or name.startswith(f + ".") for f in FORBIDDEN[layer]):
+                broken.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    assert broken == []
+
+
+def test_all_sql_lives_in_the_storage_layer() -> None:
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        if "storage" in path.relative_to(PACKAGE).parts:
+            continue
+        text = path.read_text()
+        if any(keyword in text for keyword in ("SELECT ", "UPDATE messages", "INSERT INTO", "DELETE FROM")):
+            offenders.append(str(path.relative_to(PACKAGE)))
+    assert offenders == []

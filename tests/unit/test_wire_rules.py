@@ -1,0 +1,72 @@
+"""Pure rules of the wire: the error table, MD5s, body characters, receipt handles."""
+
+from __future__ import annotations
+
+import base64
+import inspect
+
+import pytest
+
+from queueserver import errors
+from queueserver.protocol import messages
+from queueserver.protocol.error_codes import ERROR_CODES, wire_error
+from queueserver.storage.receipts import ReceiptSigner
+
+
+def test_every_error_class_has_a_row_in_the_wire_table() -> None:
+    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass)
+               if issubclass(c, errors.SQSError) and c is not errors.SQSError]
+    assert [c.__name__ for c in classes if c not in ERROR_CODES] == []
+
+
+def test_an_unlisted_error_is_answered_as_an_internal_error() -> None:
+    class Strange(errors.SQSError):
+        pass
+
+    assert wire_error(Strange("x")).status == 500
+
+
+def test_the_queue_does_not_exist_row_carries_the_legacy_code() -> None:
+    row = wire_error(errors.QueueDoesNotExist())
+    assert (row.shape, row.query_code, row.status) == ("QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue", 400)
+
+
+def test_over_limit_and_purge_in_progress_are_403() -> None:
+    assert wire_error(errors.OverLimit("x")).status == 403
+    assert wire_error(errors.PurgeQueueInProgress("x")).status == 403
+
+
+def test_the_md5_of_message_attributes_matches_the_sdk_algorithm() -> None:
+    # Reference values computed with the algorithm the Java SDK verifies (sorted names,
+    # 4-byte lengths, transport byte 1 for String/Number and 2 for Binary).
+    assert messages.md5_of_attributes({"x": {"DataType": "String", "StringValue": "y"}}) == "60bccc2493f2208427ba7907b3c95929"
+    attributes = {
+        "b": {"DataType": "Binary", "BinaryValue": base64.b64encode(b"\x00\x01").decode()},
+        "a": {"DataType": "Number", "StringValue": "1.5"},
+    }
+    reordered = dict(reversed(list(attributes.items())))
+    assert messages.md5_of_attributes(attributes) == messages.md5_of_attributes(reordered)
+
+
+@pytest.mark.parametrize("body", ["\x00", "a\x08b", "\ufffe", "\ud800", "\uffff"])
+def test_characters_outside_xml_are_invalid_message_contents(body: str) -> None:
+    with pytest.raises(errors.InvalidMessageContents):
+        messages.check_body(body, 1024)
+
+
+@pytest.mark.parametrize("body", ["\t\n\r", "emoji \U0001F600", "\ud7ff\ue000\ufffd", "\U0010ffff"])
+def test_every_allowed_character_is_accepted(body: str) -> None:
+    assert messages.check_body(body, 1024) == len(body.encode("utf-8"))
+
+
+def test_a_receipt_handle_round_trips_and_cannot_be_forged() -> None:
+    signer = ReceiptSigner(b"k" * 32)
+    handle = signer.encode(3, 42, -7)
+    receipt = signer.decode(handle)
+    assert receipt is not None and (receipt.queue_id, receipt.row_id, receipt.token) == (3, 42, -7)
+    raw = bytearray(base64.urlsafe_b64decode(handle))
+    raw[10] ^= 1
+    assert signer.decode(base64.urlsafe_b64encode(bytes(raw)).decode()) is None
+    assert ReceiptSigner(b"other" * 8).decode(handle) is None
+    assert signer.decode("not a handle") is None
+    assert signer.decode("") is None
