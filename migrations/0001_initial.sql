@@ -1,4 +1,5 @@
--- The first schema: queues, the hot message rows, and their immutable payloads.
+-- The first schema: queues, the hot message rows, their immutable payloads,
+-- FIFO deduplication and receive attempts, and dead-letter move tasks.
 
 CREATE TABLE settings (
     key   TEXT PRIMARY KEY,
@@ -19,6 +20,7 @@ CREATE TABLE queues (
 ) STRICT;
 
 -- Narrow and hot: the claim rewrites these rows, so the payload lives apart.
+-- The row id is also the message's place in its queue: FIFO order and SequenceNumber.
 CREATE TABLE messages (
     id                   INTEGER PRIMARY KEY,
     queue_id             INTEGER NOT NULL,
@@ -28,28 +30,66 @@ CREATE TABLE messages (
     first_received_at_ms INTEGER NOT NULL DEFAULT 0,  -- 0: never received
     received_at_ms       INTEGER NOT NULL DEFAULT 0,  -- the latest receive, for the 12-hour cap
     receipt_token        INTEGER NOT NULL DEFAULT 0,  -- rotated by every receive
-    group_id             TEXT,
-    sequence_number      INTEGER
+    group_id             TEXT
 ) STRICT;
 
 CREATE INDEX messages_by_visibility ON messages (queue_id, visible_at_ms, id);
 CREATE INDEX messages_by_enqueue ON messages (queue_id, enqueued_at_ms);
+-- FIFO and fair queues walk their messages in send order, group by group.
+CREATE INDEX messages_in_group_order ON messages (queue_id, id) WHERE group_id IS NOT NULL;
 
 -- Written once at send, read by id after the claim.
 CREATE TABLE message_bodies (
-    id                       INTEGER PRIMARY KEY,  -- the messages row
-    message_id               TEXT    NOT NULL,
-    body                     TEXT    NOT NULL,
-    md5_of_body              TEXT    NOT NULL,
-    attributes               TEXT,              -- JSON, the wire shape
-    trace_header             TEXT,
-    sent_at_ms               INTEGER NOT NULL,
-    sender_id                TEXT    NOT NULL,
-    deduplication_id         TEXT,
-    dead_letter_source_arn   TEXT
+    id                     INTEGER PRIMARY KEY,  -- the messages row
+    message_id             TEXT    NOT NULL,
+    body                   TEXT    NOT NULL,
+    md5_of_body            TEXT    NOT NULL,
+    attributes             TEXT,              -- JSON, the wire shape
+    trace_header           TEXT,
+    sent_at_ms             INTEGER NOT NULL,
+    sender_id              TEXT    NOT NULL,
+    deduplication_id       TEXT,
+    dead_letter_source_arn TEXT
 ) STRICT;
 
 CREATE TRIGGER message_bodies_follow_messages AFTER DELETE ON messages
 BEGIN
     DELETE FROM message_bodies WHERE id = old.id;
 END;
+
+-- FIFO: a deduplication id is remembered for 5 minutes, even after the delete.
+CREATE TABLE deduplication (
+    queue_id        INTEGER NOT NULL,
+    scope           TEXT    NOT NULL,  -- '' for the queue, else the message group
+    deduplication_id TEXT   NOT NULL,
+    expires_at_ms   INTEGER NOT NULL,
+    message_id      TEXT    NOT NULL,
+    sequence_number TEXT    NOT NULL,
+    PRIMARY KEY (queue_id, scope, deduplication_id)
+) STRICT, WITHOUT ROWID;
+
+-- FIFO: a retried receive with the same ReceiveRequestAttemptId gets the same messages.
+CREATE TABLE receive_attempts (
+    queue_id      INTEGER NOT NULL,
+    attempt_id    TEXT    NOT NULL,
+    expires_at_ms INTEGER NOT NULL,
+    receipts      TEXT    NOT NULL,  -- JSON list of [row id, token]
+    PRIMARY KEY (queue_id, attempt_id)
+) STRICT, WITHOUT ROWID;
+
+-- Dead-letter redrive tasks; a running task survives a restart and carries on.
+CREATE TABLE move_tasks (
+    id                INTEGER PRIMARY KEY,
+    handle            TEXT    NOT NULL UNIQUE,
+    source_queue_id   INTEGER NOT NULL,
+    source_arn        TEXT    NOT NULL,
+    destination_arn   TEXT,
+    rate              INTEGER,           -- MaxNumberOfMessagesPerSecond, NULL: as fast as it goes
+    status            TEXT    NOT NULL,  -- RUNNING, CANCELLING, CANCELLED, COMPLETED, FAILED
+    last_row_id       INTEGER NOT NULL,  -- the task moves messages up to this row, sent before it started
+    moved             INTEGER NOT NULL DEFAULT 0,
+    to_move           INTEGER NOT NULL,
+    failure_reason    TEXT,
+    started_at_ms     INTEGER NOT NULL
+) STRICT;
+CREATE INDEX move_tasks_by_source ON move_tasks (source_arn, id);

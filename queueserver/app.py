@@ -29,6 +29,7 @@ def create_app(config: ServerConfig, engine: QueueEngine) -> Starlette:
             body=await request.body(),
             scheme=request.url.scheme,
             default_host=default_host,
+            query_string=request.url.query,
         )
         response = await dispatcher.handle(http_request)
         return Response(response.body, status_code=response.status, headers=response.headers)

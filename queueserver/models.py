@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,31 @@ class Queue:
     def receive_wait_seconds(self) -> int:
         return self._int("ReceiveMessageWaitTimeSeconds", 0)
 
+    @property
+    def redrive_policy(self) -> tuple[str, int] | None:
+        """(deadLetterTargetArn, maxReceiveCount), if the queue has a dead-letter queue."""
+        text = self.attributes.get("RedrivePolicy")
+        if not text:
+            return None
+        policy = json.loads(text)
+        return policy["deadLetterTargetArn"], int(policy["maxReceiveCount"])
+
+    @property
+    def deduplication_per_group(self) -> bool:
+        return self.attributes.get("DeduplicationScope") == "messageGroup"
+
+    @property
+    def content_based_deduplication(self) -> bool:
+        return self.attributes.get("ContentBasedDeduplication") == "true"
+
+
+def parse_arn(arn: str) -> tuple[str, str, str] | None:
+    """(region, account, name) of an SQS queue ARN, or None if it is not one."""
+    parts = arn.split(":")
+    if len(parts) != 6 or parts[0] != "arn" or parts[2] != "sqs" or not all(parts[3:]):
+        return None
+    return parts[3], parts[4], parts[5]
+
 
 @dataclass(frozen=True)
 class NewMessage:
@@ -77,6 +103,11 @@ class SentMessage:
     md5_of_attributes: str | None
     md5_of_system_attributes: str | None
     sequence_number: str | None = None
+
+
+def sequence_number(row_id: int) -> str:
+    """A FIFO SequenceNumber: the message's row, which only grows, as SQS's 20-digit decimal."""
+    return f"{row_id:020d}"
 
 
 @dataclass(frozen=True)

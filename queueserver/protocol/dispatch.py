@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable
 from urllib.parse import unquote
 
 from queueserver import errors
-from queueserver.protocol import json_wire, message_actions as m, queue_actions as q, redrive_actions as r
+from queueserver.protocol import json_wire, message_actions as m, query_wire, queue_actions as q, redrive_actions as r
 from queueserver.protocol.error_codes import wire_error
 from queueserver.protocol.params import RequestContext
 from queueserver.storage import QueueEngine
@@ -61,6 +61,7 @@ class HttpRequest:
     body: bytes
     scheme: str
     default_host: str
+    query_string: str = ""  # raw, still percent-encoded
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,13 @@ class Dispatcher:
         self._region = region
         self._account = account
 
-    def _context(self, request: HttpRequest, request_id: str) -> RequestContext:
+    def _context(self, request: HttpRequest, request_id: str,
+                 query_credential: str | None = None) -> RequestContext:
+        """The credential scope of the Authorization header, or of a Query request's X-Amz-Credential."""
         region, sender = self._region, self._account
         match = _CREDENTIAL.search(request.headers.get("authorization", ""))
+        if not match and query_credential:
+            match = _CREDENTIAL.search(f"Credential={query_credential}")
         if match:
             sender, region = match.group(1), match.group(2)
         host = request.headers.get("host") or request.default_host
@@ -91,8 +96,7 @@ class Dispatcher:
         content_type = request.headers.get("content-type", "")
         if target.startswith("AmazonSQS.") or content_type.startswith("application/x-amz-json"):
             return await self._json(request, request_id, target)
-        return self._response(request_id, errors.UnsupportedOperation(
-            "The SQS Query protocol is not supported yet; use the AWS JSON 1.0 protocol."))
+        return await self._query(request, request_id)
 
     async def _json(self, request: HttpRequest, request_id: str, target: str) -> HttpResponse:
         try:
@@ -112,6 +116,29 @@ class Dispatcher:
             log.exception("request %s failed unexpectedly", request_id)
             return self._response(request_id, errors.InternalError())
 
+    async def _query(self, request: HttpRequest, request_id: str) -> HttpResponse:
+        """Query/XML: `Action=...` in a form body or query string, POSTed or GET to `/` or a queue URL."""
+        try:
+            fields = query_wire.request_fields(request.query_string, request.body,
+                                               request.headers.get("content-type", ""))
+            action = fields.get("Action", "")
+            if not action:
+                raise errors.MissingAction("The request must contain the parameter Action.")
+            handler = ACTIONS.get(action)
+            if handler is None:
+                raise errors.InvalidAction(f"The action {action} is not valid for this endpoint.")
+            params = query_wire.decode(fields, action)
+            self._queue_url_from_path(request, params)
+            context = self._context(request, request_id, fields.get("X-Amz-Credential"))
+            result = await handler(self._engine, context, params)
+            headers = {"content-type": query_wire.CONTENT_TYPE, "x-amzn-requestid": request_id}
+            return HttpResponse(200, headers, query_wire.encode(action, result, request_id))
+        except errors.SQSError as error:
+            return self._query_response(request_id, error)
+        except Exception:
+            log.exception("request %s failed unexpectedly", request_id)
+            return self._query_response(request_id, errors.InternalError())
+
     def _queue_url_from_path(self, request: HttpRequest, params: dict[str, Any]) -> None:
         """A request POSTed to a queue URL names that queue when its body does not."""
         if "QueueUrl" in params:
@@ -129,3 +156,9 @@ class Dispatcher:
         wire = wire_error(error)
         extra, body = json_wire.encode_error(error, wire)
         return HttpResponse(wire.status, {**self._headers(request_id), **extra}, body)
+
+    def _query_response(self, request_id: str, error: errors.SQSError) -> HttpResponse:
+        wire = wire_error(error)
+        extra, body = query_wire.encode_error(error, wire, request_id)
+        headers = {"content-type": query_wire.CONTENT_TYPE, "x-amzn-requestid": request_id, **extra}
+        return HttpResponse(wire.status, headers, body)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 
@@ -37,13 +38,22 @@ def _new_message(queue: Queue, entry: dict[str, Any]) -> tuple[NewMessage, int]:
         raise errors.InvalidParameterValue(
             f"One or more parameters are invalid. Reason: Message must be shorter than {queue.maximum_message_size} bytes."
         )
-    group_id = params.string(entry, "MessageGroupId")
-    if group_id is not None and not _PRINTABLE_ID.match(group_id):
-        raise errors.invalid_value("MessageGroupId", group_id,
-                                   "MessageGroupId can only include alphanumeric and punctuation characters. "
-                                   "1 to 128 in length.")
-    if entry.get("MessageDeduplicationId") is not None and not queue.fifo:
-        raise errors.invalid_value("MessageDeduplicationId", entry["MessageDeduplicationId"],
+    group_id = _printable_id(entry, "MessageGroupId")
+    deduplication_id = _printable_id(entry, "MessageDeduplicationId")
+    if queue.fifo:
+        if group_id is None:
+            raise errors.MissingParameter("The request must contain the parameter MessageGroupId.")
+        if entry.get("DelaySeconds") not in (None, 0, "0"):
+            raise errors.invalid_value("DelaySeconds", entry["DelaySeconds"],
+                                       "The request include parameter that is not valid for this queue type.")
+        if deduplication_id is None:
+            if not queue.content_based_deduplication:
+                raise errors.InvalidParameterValue(
+                    "The queue should either have ContentBasedDeduplication enabled or "
+                    "MessageDeduplicationId provided explicitly")
+            deduplication_id = hashlib.sha256(entry["MessageBody"].encode("utf-8")).hexdigest()
+    elif deduplication_id is not None:
+        raise errors.invalid_value("MessageDeduplicationId", deduplication_id,
                                    "The request includes a parameter that is not valid for this queue type.")
     attributes = messages.stored_attributes(raw_attributes) if raw_attributes else None
     system = messages.stored_attributes(raw_system) if raw_system else None
@@ -58,7 +68,16 @@ def _new_message(queue: Queue, entry: dict[str, Any]) -> tuple[NewMessage, int]:
         trace_header=system["AWSTraceHeader"]["StringValue"] if system else None,
         md5_of_system_attributes=messages.md5_of_attributes(system) if system else None,
         group_id=group_id,
+        deduplication_id=deduplication_id,
     ), size
+
+
+def _printable_id(entry: dict[str, Any], name: str) -> str | None:
+    value = params.string(entry, name)
+    if value is not None and not _PRINTABLE_ID.match(value):
+        raise errors.invalid_value(name, value, f"{name} can only include alphanumeric and punctuation "
+                                                "characters. 1 to 128 in length.")
+    return value
 
 
 def _sent(sent: Any) -> dict[str, Any]:
@@ -128,9 +147,9 @@ async def receive_message(engine: QueueEngine, ctx: RequestContext, p: dict[str,
                           "Must be >= 0 and <= 20, if provided.")
     system_names = set(params.string_list(p, "AttributeNames")) | set(params.string_list(p, "MessageSystemAttributeNames"))
     attribute_names = params.string_list(p, "MessageAttributeNames")
-    params.string(p, "ReceiveRequestAttemptId")
+    attempt_id = _printable_id(p, "ReceiveRequestAttemptId") if queue.fifo else None
     assert max_messages is not None and visibility is not None and wait is not None
-    received = await engine.receive_messages(queue, max_messages, visibility, wait)
+    received = await engine.receive_messages(queue, max_messages, visibility, wait, attempt_id)
     if not received:
         return {}
     return {"Messages": [_message(m, system_names, attribute_names) for m in received]}

@@ -10,7 +10,7 @@ from typing import Any
 
 from queueserver import errors, limits
 from queueserver.models import Queue
-from queueserver.protocol import params, queue_attributes
+from queueserver.protocol import params, queue_attributes, redrive_policy
 from queueserver.protocol.params import RequestContext
 from queueserver.storage import QueueEngine
 
@@ -42,9 +42,7 @@ async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, An
         raise errors.InvalidParameterValue(
             "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
         )
-    supplied = queue_attributes.check(requested, fifo=fifo, creating=True)
-    if fifo:
-        raise errors.UnsupportedOperation("FIFO queues are not supported by this version of queueserver.")
+    supplied = _check_attributes(engine, ctx, name, fifo, requested, creating=True)
     if not fifo:
         supplied.pop("FifoQueue", None)  # "false" is what a standard queue is; AWS does not list it
     tags = params.string_map(p, "tags")
@@ -53,6 +51,17 @@ async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, An
     attributes = queue_attributes.apply(defaults, supplied)
     queue = await engine.create_queue(ctx.region, ctx.account, name, fifo, attributes, supplied, tags)
     return {"QueueUrl": ctx.queue_url(queue.name)}
+
+
+def _check_attributes(engine: QueueEngine, ctx: RequestContext, name: str, fifo: bool,
+                      requested: dict[str, str], *, creating: bool) -> dict[str, str]:
+    checked = queue_attributes.check(requested, fifo=fifo, creating=creating)
+    if "RedrivePolicy" in checked:
+        checked["RedrivePolicy"] = redrive_policy.check_redrive_policy(
+            engine, ctx, name, fifo, checked["RedrivePolicy"])
+    if "RedriveAllowPolicy" in checked:
+        checked["RedriveAllowPolicy"] = redrive_policy.check_redrive_allow_policy(checked["RedriveAllowPolicy"])
+    return checked
 
 
 async def get_queue_url(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
@@ -131,7 +140,7 @@ async def set_queue_attributes(engine: QueueEngine, ctx: RequestContext, p: dict
     requested = params.string_map(p, "Attributes")
     if not requested:
         raise errors.MissingParameter("The request must contain the parameter Attributes.")
-    changes = queue_attributes.check(requested, fifo=queue.fifo, creating=False)
+    changes = _check_attributes(engine, ctx, queue.name, queue.fifo, requested, creating=False)
     await engine.update_queue(queue, lambda attributes, tags: (queue_attributes.apply(attributes, changes), tags))
     return {}
 

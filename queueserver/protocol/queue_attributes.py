@@ -67,8 +67,8 @@ SETTABLE: dict[str, Checker] = {
     "ReceiveMessageWaitTimeSeconds": _integer(0, limits.MAX_WAIT_TIME_SECONDS),
     "VisibilityTimeout": _integer(0, limits.MAX_VISIBILITY_TIMEOUT_SECONDS),
     "Policy": _json_object,
-    "RedrivePolicy": _json_object,
-    "RedriveAllowPolicy": _json_object,
+    "RedrivePolicy": _any_string,  # checked against the queues in redrive_policy.py
+    "RedriveAllowPolicy": _any_string,
     "KmsMasterKeyId": _any_string,
     "KmsDataKeyReusePeriodSeconds": _integer(60, 86_400),
     "SqsManagedSseEnabled": _boolean,
@@ -121,19 +121,24 @@ def check(attributes: dict[str, str], *, fifo: bool, creating: bool) -> dict[str
         if checker is None:
             raise unknown(name)
         checked[name] = checker(name, value)
-    merged_fifo = {**FIFO_DEFAULTS, **checked} if fifo else checked
-    if (fifo and merged_fifo.get("FifoThroughputLimit") == "perMessageGroupId"
-            and merged_fifo.get("DeduplicationScope") == "queue" and creating):
+    if creating:
+        check_combination({**(FIFO_DEFAULTS if fifo else {}), **checked})
+    return checked
+
+
+def check_combination(attributes: dict[str, str]) -> None:
+    """Rules between attributes, checked on the queue's attributes as they would become."""
+    if (attributes.get("FifoThroughputLimit") == "perMessageGroupId"
+            and attributes.get("DeduplicationScope") == "queue"):
         raise errors.InvalidAttributeValue(
             "Invalid value for the parameter FifoThroughputLimit. Reason: "
             "perMessageGroupId is allowed only when DeduplicationScope is messageGroup."
         )
-    if checked.get("KmsMasterKeyId") and checked.get("SqsManagedSseEnabled") == "true":
+    if attributes.get("KmsMasterKeyId") and attributes.get("SqsManagedSseEnabled") == "true":
         raise errors.InvalidAttributeValue(
             "Invalid value for the parameter SqsManagedSseEnabled. Reason: "
             "You can use one type of server-side encryption (SSE) at one time."
         )
-    return checked
 
 
 def apply(current: dict[str, str], changes: dict[str, str]) -> dict[str, str]:
@@ -144,6 +149,9 @@ def apply(current: dict[str, str], changes: dict[str, str]) -> dict[str, str]:
             updated.pop(name, None)
         else:
             updated[name] = value
-    if changes.get("KmsMasterKeyId"):
+    if changes.get("KmsMasterKeyId") and "SqsManagedSseEnabled" not in changes:
         updated["SqsManagedSseEnabled"] = "false"
+    if changes.get("SqsManagedSseEnabled") == "true" and "KmsMasterKeyId" not in changes:
+        updated.pop("KmsMasterKeyId", None)
+    check_combination(updated)
     return updated

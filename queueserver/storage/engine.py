@@ -11,15 +11,17 @@ import asyncio
 import json
 import logging
 import sqlite3
+import uuid
 from collections import defaultdict
 from typing import Callable
 
 from queueserver import errors, limits
 from queueserver.clock import Clock
 from queueserver.models import (
-    EntryOutcome, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage, VisibilityChange,
+    EntryOutcome, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage, VisibilityChange, parse_arn,
+    sequence_number,
 )
-from queueserver.storage import message_store, queue_store
+from queueserver.storage import claims, message_store, queue_store
 from queueserver.storage.database import Database, Transaction, connect
 from queueserver.storage.migrations import migrate
 from queueserver.storage.receipts import ReceiptSigner
@@ -27,17 +29,23 @@ from queueserver.storage.receipts import ReceiptSigner
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL_SECONDS = 5.0
+DEDUPLICATION_WINDOW_MS = 300_000  # FIFO deduplication ids and receive attempt ids
+IN_FLIGHT_LIMIT = 120_000
 
 
 class QueueEngine:
     def __init__(self, db: Database, clock: Clock, signer: ReceiptSigner, queues: list[Queue],
-                 next_row_id: int, enforce_cooldowns: bool) -> None:
+                 next_row_id: int, enforce_cooldowns: bool, in_flight_limit: int,
+                 fifo_in_flight_limit: int) -> None:
         self._db = db
         self._clock = clock
         self._signer = signer
         self._queues: dict[tuple[str, str, str], Queue] = {q.key: q for q in queues}
         self._next_row_id = next_row_id
         self._enforce_cooldowns = enforce_cooldowns
+        self._in_flight_limit = in_flight_limit
+        self._fifo_in_flight_limit = fifo_in_flight_limit
+        self._at_in_flight_limit: set[int] = set()
         self._deleted_at: dict[tuple[str, str, str], int] = {}
         self._purged_at: dict[int, int] = {}
         self._waiters: defaultdict[int, set[asyncio.Future]] = defaultdict(set)
@@ -46,7 +54,9 @@ class QueueEngine:
         self._sweeper = asyncio.create_task(self._sweep_forever())
 
     @classmethod
-    async def open(cls, path: str, clock: Clock, *, enforce_cooldowns: bool = False) -> "QueueEngine":
+    async def open(cls, path: str, clock: Clock, *, enforce_cooldowns: bool = False,
+                   in_flight_limit: int = IN_FLIGHT_LIMIT,
+                   fifo_in_flight_limit: int = IN_FLIGHT_LIMIT) -> "QueueEngine":
         conn = await asyncio.get_running_loop().run_in_executor(None, connect, path)
         db = Database(conn)
 
@@ -59,7 +69,8 @@ class QueueEngine:
         except BaseException:
             await db.close()
             raise
-        return cls(db, clock, ReceiptSigner(secret), queues, highest + 1, enforce_cooldowns)
+        return cls(db, clock, ReceiptSigner(secret), queues, highest + 1, enforce_cooldowns,
+                   in_flight_limit, fifo_in_flight_limit)
 
     def begin_shutdown(self) -> None:
         """Answer every long poll now and accept no new waits."""
@@ -86,6 +97,10 @@ class QueueEngine:
         if queue is None:
             raise errors.QueueDoesNotExist()
         return queue
+
+    def find_queue_by_arn(self, arn: str) -> Queue | None:
+        key = parse_arn(arn)
+        return None if key is None else self._queues.get(key)
 
     def list_queues(self, region: str, account: str, prefix: str = "") -> list[Queue]:
         found = [q for q in self._queues.values()
@@ -124,6 +139,7 @@ class QueueEngine:
         def delete(tx: Transaction) -> None:
             self._require(queue)
             message_store.delete_all(tx.conn, queue.id)
+            message_store.forget_queue(tx.conn, queue.id)
             queue_store.delete(tx.conn, queue.id)
             current = self._queues.pop(queue.key)
             tx.on_rollback(lambda: self._queues.__setitem__(queue.key, current))
@@ -173,23 +189,40 @@ class QueueEngine:
     # -- messages -------------------------------------------------------------
 
     async def send_messages(self, queue: Queue, messages: list[NewMessage], sender_id: str) -> list[SentMessage]:
+        """Store the messages; on a FIFO queue a duplicate within 5 minutes is answered, not stored."""
         now = self._clock.now_ms()
-        first_row_id = self._next_row_id
-        self._next_row_id += len(messages)
 
-        def send(tx: Transaction) -> list[str]:
-            self._require(queue)
-            return message_store.insert_messages(tx.conn, queue.id, first_row_id, messages, now, sender_id)
+        def send(tx: Transaction) -> list[SentMessage]:
+            current = self._require(queue)
+            stored: list[tuple[int, str, NewMessage]] = []
+            sent = []
+            for m in messages:
+                scope = (m.group_id or "") if current.deduplication_per_group else ""
+                if current.fifo and m.deduplication_id is not None:
+                    duplicate = message_store.find_duplicate(tx.conn, queue.id, scope, m.deduplication_id, now)
+                    if duplicate is not None:
+                        sent.append(SentMessage(duplicate[0], m.md5_of_body, m.md5_of_attributes,
+                                                m.md5_of_system_attributes, duplicate[1]))
+                        continue
+                row_id = self._next_row_id
+                self._next_row_id += 1
+                message_id = str(uuid.uuid4())
+                sequence = sequence_number(row_id) if current.fifo else None
+                if sequence is not None and m.deduplication_id is not None:
+                    message_store.remember_deduplication(tx.conn, queue.id, scope, m.deduplication_id,
+                                                         now + DEDUPLICATION_WINDOW_MS, message_id, sequence)
+                stored.append((row_id, message_id, m))
+                sent.append(SentMessage(message_id, m.md5_of_body, m.md5_of_attributes,
+                                        m.md5_of_system_attributes, sequence))
+            message_store.insert_messages(tx.conn, queue.id, stored, now, sender_id)
+            return sent
 
-        message_ids = await self._db.run(send)
+        sent = await self._db.run(send)
         self._notify(queue.id)
-        return [
-            SentMessage(message_id, m.md5_of_body, m.md5_of_attributes, m.md5_of_system_attributes)
-            for message_id, m in zip(message_ids, messages)
-        ]
+        return sent
 
     async def receive_messages(self, queue: Queue, max_messages: int, visibility_timeout: int,
-                               wait_seconds: int) -> list[ReceivedMessage]:
+                               wait_seconds: int, attempt_id: str | None = None) -> list[ReceivedMessage]:
         """Claim up to `max_messages`; with a wait, return as soon as any are available."""
         loop = self._loop
         deadline_ms = self._clock.now_ms() + wait_seconds * 1000
@@ -200,9 +233,11 @@ class QueueEngine:
                 waiter = loop.create_future()
                 self._waiters[queue.id].add(waiter)  # before the claim, so no wake-up is missed
             try:
-                messages, next_visible = await self._db.run(
-                    lambda tx: self._claim(tx, queue, max_messages, visibility_timeout)
-                )
+                messages, next_visible, moved_to = await self._db.run(
+                    lambda tx: self._claim(tx, queue, max_messages, visibility_timeout, attempt_id,
+                                           short_poll=waiter is None))
+                if moved_to is not None:
+                    self._notify(moved_to)
                 if messages or waiter is None:
                     return messages
                 if self._clock.now_ms() >= deadline_ms or loop.time() >= real_deadline:
@@ -214,16 +249,30 @@ class QueueEngine:
                     self._discard_waiter(queue.id, waiter)
 
     async def delete_messages(self, queue: Queue, handles: list[str]) -> list[EntryOutcome]:
-        outcomes, receipts = [], []
-        for handle in handles:
-            receipt = self._signer.decode(handle)
-            if receipt is None or receipt.queue_id != queue.id:
-                outcomes.append(EntryOutcome(error=_invalid_handle(handle)))
-            else:
-                outcomes.append(EntryOutcome())
-                receipts.append((receipt.row_id, receipt.token))
-        if receipts:
-            await self._db.run(lambda tx: message_store.delete_received(tx.conn, self._require(queue).id, receipts))
+        """Delete by receipt handle. A stale handle deletes nothing: silently on a standard
+        queue, with ReceiptHandleIsInvalid on a FIFO queue (as SQS does)."""
+        now = self._clock.now_ms()
+        receipts = [self._signer.decode(handle) for handle in handles]
+
+        def delete(tx: Transaction) -> list[EntryOutcome]:
+            current = self._require(queue)
+            outcomes = []
+            for handle, receipt in zip(handles, receipts):
+                if receipt is None or receipt.queue_id != queue.id:
+                    outcomes.append(EntryOutcome(error=_invalid_handle(handle)))
+                elif current.fifo and not message_store.delete_in_flight(
+                        tx.conn, queue.id, receipt.row_id, receipt.token, now):
+                    outcomes.append(EntryOutcome(error=errors.ReceiptHandleIsInvalid("The receipt handle has expired.")))
+                else:
+                    outcomes.append(EntryOutcome())
+            if not current.fifo:
+                message_store.delete_received(tx.conn, queue.id, [
+                    (r.row_id, r.token) for r in receipts if r is not None and r.queue_id == queue.id])
+            return outcomes
+
+        outcomes = await self._db.run(delete)
+        if queue.id in self._at_in_flight_limit or queue.fifo:
+            self._notify(queue.id)  # a deleted message may free its group or the in-flight limit
         return outcomes
 
     async def change_visibility(self, queue: Queue, changes: list[VisibilityChange]) -> list[EntryOutcome]:
@@ -239,26 +288,62 @@ class QueueEngine:
 
     # -- on the database thread ----------------------------------------------
 
-    def _claim(self, tx: Transaction, queue: Queue, n: int, visibility_timeout: int
-               ) -> tuple[list[ReceivedMessage], int | None]:
+    def _claim(self, tx: Transaction, queue: Queue, n: int, visibility_timeout: int, attempt_id: str | None,
+               short_poll: bool) -> tuple[list[ReceivedMessage], int | None, int | None]:
+        """(messages, when the next hidden one shows, the dead-letter queue that got messages)."""
         current = self._require(queue)
         now = self._clock.now_ms()
-        rows = message_store.claim(tx.conn, queue.id, n, now, now + visibility_timeout * 1000,
-                                   self._cutoff(current, now))
+        visible_at = now + visibility_timeout * 1000
+        if current.fifo and attempt_id is not None:
+            receipts = message_store.find_attempt(tx.conn, queue.id, attempt_id, now)
+            if receipts:
+                rows = message_store.reclaim(tx.conn, receipts, visible_at)
+                if rows:
+                    return self._received(tx, queue, rows), None, None
+        claim = claims.Claim(queue.id, n, now, visible_at, self._cutoff(current, now),
+                             self._dead_letter_target(current))
+        if current.fifo:
+            rows, moved = claims.claim_fifo(tx.conn, claim, self._fifo_in_flight_limit)
+        else:
+            if claims.in_flight(tx.conn, queue.id, now, self._in_flight_limit) >= self._in_flight_limit:
+                self._at_in_flight_limit.add(queue.id)
+                if short_poll:
+                    raise errors.OverLimit(
+                        f"The maximum number of in flight messages ({self._in_flight_limit}) has been reached.")
+                return [], message_store.next_visible_at(tx.conn, queue.id, now), None
+            self._at_in_flight_limit.discard(queue.id)
+            rows, moved = claims.claim_standard(tx.conn, claim)
+        moved_to = claim.dead_letter.queue_id if moved and claim.dead_letter else None
         if not rows:
-            return [], message_store.next_visible_at(tx.conn, queue.id, now)
+            return [], message_store.next_visible_at(tx.conn, queue.id, now), moved_to
+        if current.fifo and attempt_id is not None:
+            message_store.remember_attempt(tx.conn, queue.id, attempt_id, now + DEDUPLICATION_WINDOW_MS,
+                                           [(row[0], row[3]) for row in rows])
+        return self._received(tx, queue, rows), None, moved_to
+
+    def _received(self, tx: Transaction, queue: Queue, rows: list[tuple]) -> list[ReceivedMessage]:
         payloads = message_store.bodies(tx.conn, [row[0] for row in rows])
         received = []
-        for row_id, receive_count, first_received, token, group_id, sequence in sorted(rows):
+        for row_id, receive_count, first_received, token, group_id in rows:
             p = payloads[row_id]
             received.append(ReceivedMessage(
                 message_id=p[1], receipt_handle=self._signer.encode(queue.id, row_id, token), body=p[2],
                 md5_of_body=p[3], attributes=_loads(p[4]), trace_header=p[5], sent_at_ms=p[6],
                 sender_id=p[7], deduplication_id=p[8], dead_letter_source_arn=p[9],
                 receive_count=receive_count, first_received_at_ms=first_received, group_id=group_id,
-                sequence_number=None if sequence is None else str(sequence),
+                sequence_number=sequence_number(row_id) if queue.fifo else None,
             ))
-        return received, None
+        return received
+
+    def _dead_letter_target(self, queue: Queue) -> claims.DeadLetterTarget | None:
+        policy = queue.redrive_policy
+        if policy is None:
+            return None
+        key = parse_arn(policy[0])
+        target = self._queues.get(key) if key else None
+        if target is None:  # the dead-letter queue was deleted: deliver as usual
+            return None
+        return claims.DeadLetterTarget(target.id, policy[1], queue.arn, reset_retention=target.fifo)
 
     def _change_one(self, tx: Transaction, queue: Queue, change: VisibilityChange, now: int) -> EntryOutcome:
         receipt = self._signer.decode(change.receipt_handle)
@@ -335,6 +420,7 @@ class QueueEngine:
         now = self._clock.now_ms()
 
         def sweep(tx: Transaction) -> int:
+            message_store.forget_expired_fifo_state(tx.conn, now)
             return sum(message_store.delete_expired(tx.conn, q.id, self._cutoff(q, now))
                        for q in list(self._queues.values()))
 

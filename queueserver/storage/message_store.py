@@ -8,36 +8,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import uuid
 from typing import Iterable
 
 from queueserver.models import NewMessage, QueueCounts
 
 _INSERT_MESSAGE = (
-    "INSERT INTO messages (id, queue_id, visible_at_ms, enqueued_at_ms, group_id, sequence_number) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT INTO messages (id, queue_id, visible_at_ms, enqueued_at_ms, group_id) "
+    "VALUES (?, ?, ?, ?, ?)"
 )
 _INSERT_BODY = (
     "INSERT INTO message_bodies (id, message_id, body, md5_of_body, attributes, trace_header, "
     "sent_at_ms, sender_id, deduplication_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-
-# One statement claims up to :n visible, unexpired messages and rotates their tokens.
-_CLAIM = """
-UPDATE messages
-SET visible_at_ms = :visible_at,
-    receive_count = receive_count + 1,
-    first_received_at_ms = CASE first_received_at_ms WHEN 0 THEN :now ELSE first_received_at_ms END,
-    received_at_ms = :now,
-    receipt_token = random()
-WHERE id IN (
-    SELECT id FROM messages
-    WHERE queue_id = :queue_id AND visible_at_ms <= :now AND enqueued_at_ms > :cutoff
-    ORDER BY visible_at_ms, id
-    LIMIT :n
-)
-RETURNING id, receive_count, first_received_at_ms, receipt_token, group_id, sequence_number
-"""
 
 _NEXT_VISIBLE = "SELECT min(visible_at_ms) FROM messages WHERE queue_id = ? AND visible_at_ms > ?"
 
@@ -57,33 +39,65 @@ def highest_row_id(conn: sqlite3.Connection) -> int:
 def insert_messages(
     conn: sqlite3.Connection,
     queue_id: int,
-    first_row_id: int,
-    messages: list[NewMessage],
+    rows: list[tuple[int, str, NewMessage]],
     now_ms: int,
     sender_id: str,
-) -> list[str]:
-    """Store the messages under consecutive row ids; returns their MessageIds."""
-    message_ids = [str(uuid.uuid4()) for _ in messages]
-    rows, bodies = [], []
-    for offset, (message, message_id) in enumerate(zip(messages, message_ids)):
-        row_id = first_row_id + offset
-        rows.append((row_id, queue_id, now_ms + message.delay_seconds * 1000, now_ms, message.group_id, None))
-        attributes = json.dumps(message.attributes, separators=(",", ":")) if message.attributes else None
-        bodies.append(
-            (row_id, message_id, message.body, message.md5_of_body, attributes, message.trace_header,
-             now_ms, sender_id, message.deduplication_id)
-        )
-    conn.executemany(_INSERT_MESSAGE, rows)
-    conn.executemany(_INSERT_BODY, bodies)
-    return message_ids
+) -> None:
+    """Store messages given as (row id, MessageId, message)."""
+    conn.executemany(_INSERT_MESSAGE, [
+        (row_id, queue_id, now_ms + m.delay_seconds * 1000, now_ms, m.group_id) for row_id, _, m in rows
+    ])
+    conn.executemany(_INSERT_BODY, [
+        (row_id, message_id, m.body, m.md5_of_body,
+         json.dumps(m.attributes, separators=(",", ":")) if m.attributes else None,
+         m.trace_header, now_ms, sender_id, m.deduplication_id)
+        for row_id, message_id, m in rows
+    ])
 
 
-def claim(
-    conn: sqlite3.Connection, queue_id: int, n: int, now_ms: int, visible_at_ms: int, cutoff_ms: int
-) -> list[tuple]:
-    """Claim up to n messages: rows of (id, receive_count, first_received, token, group, sequence)."""
-    params = {"queue_id": queue_id, "n": n, "now": now_ms, "visible_at": visible_at_ms, "cutoff": cutoff_ms}
-    return conn.execute(_CLAIM, params).fetchall()
+def find_duplicate(conn: sqlite3.Connection, queue_id: int, scope: str, deduplication_id: str,
+                   now_ms: int) -> tuple[str, str] | None:
+    """(MessageId, SequenceNumber) of a send with this deduplication id in the last 5 minutes."""
+    return conn.execute(
+        "SELECT message_id, sequence_number FROM deduplication"
+        " WHERE queue_id = ? AND scope = ? AND deduplication_id = ? AND expires_at_ms > ?",
+        (queue_id, scope, deduplication_id, now_ms)).fetchone()
+
+
+def remember_deduplication(conn: sqlite3.Connection, queue_id: int, scope: str, deduplication_id: str,
+                           expires_at_ms: int, message_id: str, sequence_number: str) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO deduplication"
+        " (queue_id, scope, deduplication_id, expires_at_ms, message_id, sequence_number)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (queue_id, scope, deduplication_id, expires_at_ms, message_id, sequence_number))
+
+
+def find_attempt(conn: sqlite3.Connection, queue_id: int, attempt_id: str, now_ms: int) -> list[tuple[int, int]] | None:
+    row = conn.execute(
+        "SELECT receipts FROM receive_attempts WHERE queue_id = ? AND attempt_id = ? AND expires_at_ms > ?",
+        (queue_id, attempt_id, now_ms)).fetchone()
+    return None if row is None else [tuple(pair) for pair in json.loads(row[0])]
+
+
+def remember_attempt(conn: sqlite3.Connection, queue_id: int, attempt_id: str, expires_at_ms: int,
+                     receipts: list[tuple[int, int]]) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO receive_attempts (queue_id, attempt_id, expires_at_ms, receipts) VALUES (?, ?, ?, ?)",
+        (queue_id, attempt_id, expires_at_ms, json.dumps(receipts)))
+
+
+def reclaim(conn: sqlite3.Connection, receipts: list[tuple[int, int]], visible_at_ms: int) -> list[tuple]:
+    """A retried receive: the same messages, if still held by that receive, hidden anew."""
+    rows = []
+    for row_id, token in receipts:
+        row = conn.execute(
+            "UPDATE messages SET visible_at_ms = ? WHERE id = ? AND receipt_token = ?"
+            " RETURNING id, receive_count, first_received_at_ms, receipt_token, group_id",
+            (visible_at_ms, row_id, token)).fetchone()
+        if row is not None:
+            rows.append(row)
+    return rows
 
 
 def next_visible_at(conn: sqlite3.Connection, queue_id: int, now_ms: int) -> int | None:
@@ -103,6 +117,13 @@ def delete_received(conn: sqlite3.Connection, queue_id: int, receipts: Iterable[
         "DELETE FROM messages WHERE id = ? AND receipt_token = ? AND queue_id = ?",
         [(row_id, token, queue_id) for row_id, token in receipts],
     )
+
+
+def delete_in_flight(conn: sqlite3.Connection, queue_id: int, row_id: int, token: int, now_ms: int) -> bool:
+    """Delete a message only while the receive that holds this token still has it in flight."""
+    return conn.execute(
+        "DELETE FROM messages WHERE id = ? AND receipt_token = ? AND queue_id = ? AND visible_at_ms > ?",
+        (row_id, token, queue_id, now_ms)).rowcount == 1
 
 
 def visibility_state(conn: sqlite3.Connection, queue_id: int, row_id: int) -> tuple[int, int, int] | None:
@@ -136,3 +157,14 @@ def delete_expired(conn: sqlite3.Connection, queue_id: int, cutoff_ms: int) -> i
     return conn.execute(
         "DELETE FROM messages WHERE queue_id = ? AND enqueued_at_ms <= ?", (queue_id, cutoff_ms)
     ).rowcount
+
+
+def forget_expired_fifo_state(conn: sqlite3.Connection, now_ms: int) -> None:
+    conn.execute("DELETE FROM deduplication WHERE expires_at_ms <= ?", (now_ms,))
+    conn.execute("DELETE FROM receive_attempts WHERE expires_at_ms <= ?", (now_ms,))
+
+
+def forget_queue(conn: sqlite3.Connection, queue_id: int) -> None:
+    """Everything a deleted queue leaves behind besides its messages."""
+    conn.execute("DELETE FROM deduplication WHERE queue_id = ?", (queue_id,))
+    conn.execute("DELETE FROM receive_attempts WHERE queue_id = ?", (queue_id,))

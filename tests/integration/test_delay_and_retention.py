@@ -34,7 +34,7 @@ def test_a_per_message_delay_overrides_the_queue_delay(sqs, make_queue, clock):
     sqs.send_message(QueueUrl=url, MessageBody="short", DelaySeconds=5)
     sqs.send_message(QueueUrl=url, MessageBody="default")
     clock.advance(6)
-    assert [m["Body"] for m in receive_all(sqs, url)] == ["short"]
+    assert [m["Body"] for m in receive_all(sqs, url, VisibilityTimeout=3600)] == ["short"]
     clock.advance(55)
     assert [m["Body"] for m in receive_all(sqs, url)] == ["default"]
 
@@ -65,7 +65,7 @@ def test_changing_the_queue_delay_does_not_move_messages_already_sent(sqs, make_
     sqs.send_message(QueueUrl=url, MessageBody="old delay")
     sqs.set_queue_attributes(QueueUrl=url, Attributes={"DelaySeconds": "0"})
     sqs.send_message(QueueUrl=url, MessageBody="no delay")
-    assert [m["Body"] for m in receive_all(sqs, url)] == ["no delay"]
+    assert [m["Body"] for m in receive_all(sqs, url, VisibilityTimeout=3600)] == ["no delay"]
     clock.advance(31)
     assert [m["Body"] for m in receive_all(sqs, url)] == ["old delay"]
 

@@ -28,7 +28,8 @@ def _get(sqs, url, *names):
     return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(names)).get("Attributes", {})
 
 
-def test_all_returns_every_standard_queue_attribute_with_its_default(sqs, queue_url, queue_name):
+def test_all_returns_every_standard_queue_attribute_with_its_default(sqs, queue_url):
+    queue_name = queue_url.rsplit("/", 1)[1]
     attrs = _get(sqs, queue_url, "All")
     assert STANDARD_QUEUE_ATTRIBUTES <= set(attrs), STANDARD_QUEUE_ATTRIBUTES - set(attrs)
     for key, value in DEFAULTS.items():
@@ -177,8 +178,8 @@ def test_set_queue_attributes_refuses_read_only_attributes(sqs, queue_url, name,
     assert _get(sqs, queue_url, name) == before
 
 
-def test_a_policy_set_as_json_reads_back_as_the_same_policy(sqs, queue_url, queue_name):
-    arn = f"arn:aws:sqs:us-east-1:{ACCOUNT}:{queue_name}"
+def test_a_policy_set_as_json_reads_back_as_the_same_policy(sqs, queue_url):
+    arn = f"arn:aws:sqs:us-east-1:{ACCOUNT}:{queue_url.rsplit('/', 1)[1]}"
     policy = {
         "Version": "2012-10-17",
         "Statement": [{"Sid": "s1", "Effect": "Allow", "Principal": {"AWS": "*"},

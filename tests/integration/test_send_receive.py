@@ -235,11 +235,13 @@ def test_deleting_a_message_twice_with_its_handle_succeeds(sqs, queue_url):
     assert counts(sqs, queue_url) == Counts(0, 0, 0)
 
 
-def test_delete_message_deletes_only_that_message(sqs, queue_url):
+def test_delete_message_deletes_only_that_message(sqs, queue_url, clock):
     send_bodies(sqs, queue_url, ["keep-1", "drop", "keep-2"])
-    got = receive_all(sqs, queue_url, VisibilityTimeout=0)
+    got = receive_all(sqs, queue_url, VisibilityTimeout=5)
     drop = next(m for m in got if m["Body"] == "drop")
     sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=drop["ReceiptHandle"])
+    assert counts(sqs, queue_url) == Counts(0, 2, 0)
+    clock.advance(6)
     assert sorted(m["Body"] for m in receive_all(sqs, queue_url)) == ["keep-1", "keep-2"]
 
 

@@ -1,0 +1,98 @@
+"""RedrivePolicy and RedriveAllowPolicy: parsed, checked against the queues, normalised."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from queueserver import errors
+from queueserver.models import Queue, parse_arn
+from queueserver.protocol.params import RequestContext
+from queueserver.storage import QueueEngine
+
+MAX_RECEIVE_COUNT = 1000
+MAX_SOURCE_QUEUE_ARNS = 10
+
+
+def _invalid(name: str, value: str, reason: str) -> errors.InvalidAttributeValue:
+    return errors.InvalidAttributeValue(f"Value {value} for parameter {name} is invalid. Reason: {reason}")
+
+
+def _object(name: str, value: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise _invalid(name, value, f"{name} is not a valid JSON object.")
+    return parsed
+
+
+def check_redrive_policy(engine: QueueEngine, ctx: RequestContext, source_name: str, source_fifo: bool,
+                         value: str) -> str:
+    """The normalised RedrivePolicy, after SQS's checks of its dead-letter target."""
+    if value == "":
+        return value
+    policy = _object("RedrivePolicy", value)
+    target_arn = policy.get("deadLetterTargetArn")
+    if not isinstance(target_arn, str) or not target_arn:
+        raise _invalid("RedrivePolicy", value, "Redrive policy does not contain mandatory attribute: deadLetterTargetArn.")
+    if "maxReceiveCount" not in policy:
+        raise _invalid("RedrivePolicy", value, "Redrive policy does not contain mandatory attribute: maxReceiveCount.")
+    raw_count = policy["maxReceiveCount"]
+    try:
+        count = int(raw_count) if not isinstance(raw_count, bool) else 0
+    except (TypeError, ValueError):
+        count = 0
+    if not 1 <= count <= MAX_RECEIVE_COUNT:
+        raise _invalid("RedrivePolicy", value,
+                       f"Invalid value for maxReceiveCount: {raw_count}, valid values are from 1 to {MAX_RECEIVE_COUNT} both inclusive.")
+    unknown = set(policy) - {"deadLetterTargetArn", "maxReceiveCount"}
+    if unknown:
+        raise _invalid("RedrivePolicy", value, f"Unknown redrive policy attribute: {sorted(unknown)[0]}.")
+    location = parse_arn(target_arn)
+    target = engine.find_queue_by_arn(target_arn)
+    if location is None or location[:2] != (ctx.region, ctx.account) or target is None:
+        raise _invalid("RedrivePolicy", value, "Dead letter target does not exist.")
+    if target.fifo != source_fifo:
+        raise _invalid("RedrivePolicy", value, "Dead-letter queue must be same type of queue as the source.")
+    source_arn = f"arn:aws:sqs:{ctx.region}:{ctx.account}:{source_name}"
+    if not allows_source(target, source_arn):
+        raise _invalid("RedrivePolicy", value,
+                       f"Queue {target_arn} does not allow {source_arn} to use it as a dead-letter queue.")
+    return json.dumps({"deadLetterTargetArn": target_arn, "maxReceiveCount": count}, separators=(",", ":"))
+
+
+def allows_source(dead_letter_queue: Queue, source_arn: str) -> bool:
+    text = dead_letter_queue.attributes.get("RedriveAllowPolicy")
+    if not text:
+        return True
+    policy = json.loads(text)
+    permission = policy.get("redrivePermission")
+    if permission == "denyAll":
+        return False
+    if permission == "byQueue":
+        return source_arn in policy.get("sourceQueueArns", [])
+    return True
+
+
+def check_redrive_allow_policy(value: str) -> str:
+    if value == "":
+        return value
+    policy = _object("RedriveAllowPolicy", value)
+    permission = policy.get("redrivePermission")
+    if permission not in ("allowAll", "denyAll", "byQueue"):
+        raise _invalid("RedriveAllowPolicy", value,
+                       "redrivePermission must be one of allowAll, denyAll or byQueue.")
+    sources = policy.get("sourceQueueArns")
+    if permission == "byQueue":
+        if (not isinstance(sources, list) or not sources or len(sources) > MAX_SOURCE_QUEUE_ARNS
+                or not all(isinstance(a, str) and parse_arn(a) for a in sources)):
+            raise _invalid("RedriveAllowPolicy", value,
+                           f"byQueue needs sourceQueueArns: 1 to {MAX_SOURCE_QUEUE_ARNS} queue ARNs.")
+        return json.dumps({"redrivePermission": permission, "sourceQueueArns": sources}, separators=(",", ":"))
+    if sources is not None:
+        raise _invalid("RedriveAllowPolicy", value, "sourceQueueArns is only allowed with redrivePermission byQueue.")
+    if set(policy) - {"redrivePermission", "sourceQueueArns"}:
+        raise _invalid("RedriveAllowPolicy", value, "Unknown redrive allow policy attribute.")
+    return json.dumps({"redrivePermission": permission}, separators=(",", ":"))

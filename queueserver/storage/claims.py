@@ -1,0 +1,154 @@
+"""The receive: claiming messages, and dead-letter moves in the same transaction.
+
+Standard queues claim with one `UPDATE … RETURNING` over the visibility index.
+FIFO queues walk their messages in send order (SQS also scans a bounded window to
+find available groups), skip every group that has a message in flight, and claim
+the consecutive visible messages of the groups they reach.
+
+A message whose receive count has reached the queue's maxReceiveCount is moved to
+the dead-letter queue instead of being delivered, by the receive that would have
+delivered it, in the same transaction: a crash leaves it in exactly one queue.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+# FIFO: "scans the first 120,000 messages to determine available message groups".
+FIFO_SCAN_LIMIT = 120_000
+
+
+@dataclass(frozen=True)
+class DeadLetterTarget:
+    queue_id: int
+    max_receive_count: int
+    source_arn: str
+    reset_retention: bool  # FIFO dead-letter queues count retention from the move
+
+
+@dataclass(frozen=True)
+class Claim:
+    queue_id: int
+    n: int
+    now_ms: int
+    visible_at_ms: int
+    cutoff_ms: int  # messages enqueued at or before this have outlived retention
+    dead_letter: DeadLetterTarget | None
+
+
+ClaimedRow = tuple[int, int, int, int, str | None]  # id, receive_count, first_received, token, group
+
+_RETURNING = "RETURNING id, receive_count, first_received_at_ms, receipt_token, group_id"
+_SET_CLAIMED = """
+SET visible_at_ms = :visible_at,
+    receive_count = receive_count + 1,
+    first_received_at_ms = CASE first_received_at_ms WHEN 0 THEN :now ELSE first_received_at_ms END,
+    received_at_ms = :now,
+    receipt_token = random()
+"""
+_WINDOW = """
+SELECT id FROM messages
+WHERE queue_id = :queue_id AND visible_at_ms <= :now AND enqueued_at_ms > :cutoff
+  AND receive_count < :max_receive_count
+ORDER BY visible_at_ms, id
+LIMIT :n
+"""
+_CLAIM_STANDARD = f"UPDATE messages {_SET_CLAIMED} WHERE id IN ({_WINDOW}) {_RETURNING}"
+_MOVE_STANDARD = f"""
+UPDATE messages SET queue_id = :dead_letter_queue_id, visible_at_ms = :now
+WHERE id IN ({_WINDOW.replace("receive_count < :max_receive_count", "receive_count >= :max_receive_count")})
+RETURNING id
+"""
+_NO_LIMIT = 1 << 62
+
+
+def _params(claim: Claim) -> dict[str, int]:
+    dead_letter = claim.dead_letter
+    return {
+        "queue_id": claim.queue_id, "n": claim.n, "now": claim.now_ms, "visible_at": claim.visible_at_ms,
+        "cutoff": claim.cutoff_ms,
+        "max_receive_count": dead_letter.max_receive_count if dead_letter else _NO_LIMIT,
+        "dead_letter_queue_id": dead_letter.queue_id if dead_letter else 0,
+    }
+
+
+def claim_standard(conn: sqlite3.Connection, claim: Claim) -> tuple[list[ClaimedRow], int]:
+    """Claim up to n visible messages; returns the claimed rows and how many were dead-lettered."""
+    params = _params(claim)
+    moved = 0
+    if claim.dead_letter is not None:
+        moved_ids = [row[0] for row in conn.execute(_MOVE_STANDARD, params)]
+        _mark_dead_lettered(conn, moved_ids, claim.dead_letter, claim.now_ms)
+        moved = len(moved_ids)
+    return conn.execute(_CLAIM_STANDARD, params).fetchall(), moved
+
+
+def in_flight(conn: sqlite3.Connection, queue_id: int, now_ms: int, limit: int) -> int:
+    """How many messages are in flight, counted up to `limit` (the count stops there)."""
+    return int(conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM messages"
+        " WHERE queue_id = ? AND visible_at_ms > ? AND receive_count > 0 LIMIT ?)",
+        (queue_id, now_ms, limit)).fetchone()[0])
+
+
+def claim_fifo(conn: sqlite3.Connection, claim: Claim, in_flight_limit: int) -> tuple[list[ClaimedRow], int]:
+    """Claim the next messages of available groups, in order; none beyond the in-flight limit."""
+    now, dead_letter = claim.now_ms, claim.dead_letter
+    held: set[str] = set()
+    in_flight_now = 0
+    for group_id, count in conn.execute(
+            "SELECT group_id, count(*) FROM messages"
+            " WHERE queue_id = ? AND visible_at_ms > ? AND receive_count > 0 GROUP BY group_id",
+            (claim.queue_id, now)):
+        held.add(group_id)
+        in_flight_now += count
+    wanted = min(claim.n, in_flight_limit - in_flight_now)
+    chosen: list[int] = []
+    to_move: list[int] = []
+    if wanted > 0:
+        walk = conn.execute(
+            "SELECT id, group_id, visible_at_ms, receive_count FROM messages"
+            " WHERE queue_id = ? AND group_id IS NOT NULL AND enqueued_at_ms > ? ORDER BY id LIMIT ?",
+            (claim.queue_id, claim.cutoff_ms, FIFO_SCAN_LIMIT))
+        for row_id, group_id, visible_at, receive_count in walk:
+            if group_id in held:
+                continue
+            if visible_at > now:  # not yet visible: nothing after it in its group may go first
+                held.add(group_id)
+                continue
+            if dead_letter is not None and receive_count >= dead_letter.max_receive_count:
+                to_move.append(row_id)
+                continue
+            chosen.append(row_id)
+            if len(chosen) == wanted:
+                break
+    if to_move:
+        assert dead_letter is not None
+        conn.executemany("UPDATE messages SET queue_id = ?, visible_at_ms = ? WHERE id = ?",
+                         [(dead_letter.queue_id, now, row_id) for row_id in to_move])
+        _mark_dead_lettered(conn, to_move, dead_letter, now)
+    if not chosen:
+        return [], len(to_move)
+    params: dict[str, int] = {"visible_at": claim.visible_at_ms, "now": now}
+    params.update((f"id{i}", row_id) for i, row_id in enumerate(chosen))
+    placeholders = ",".join(f":id{i}" for i in range(len(chosen)))
+    rows = conn.execute(f"UPDATE messages {_SET_CLAIMED} WHERE id IN ({placeholders}) {_RETURNING}", params).fetchall()
+    return _in_group_order(rows), len(to_move)
+
+
+def _in_group_order(rows: list[ClaimedRow]) -> list[ClaimedRow]:
+    """Several groups in one receive: each group's messages together, groups by their oldest."""
+    first_seen: dict[str | None, int] = {}
+    for row in sorted(rows):
+        first_seen.setdefault(row[4], row[0])
+    return sorted(rows, key=lambda row: (first_seen[row[4]], row[0]))
+
+
+def _mark_dead_lettered(conn: sqlite3.Connection, row_ids: list[int], target: DeadLetterTarget, now: int) -> None:
+    if not row_ids:
+        return
+    if target.reset_retention:
+        conn.executemany("UPDATE messages SET enqueued_at_ms = ? WHERE id = ?", [(now, i) for i in row_ids])
+    conn.executemany("UPDATE message_bodies SET dead_letter_source_arn = ? WHERE id = ?",
+                     [(target.source_arn, i) for i in row_ids])
