@@ -147,3 +147,16 @@ class EntryOutcome:
 
     error: Exception | None = None
     result: Any = field(default=None)
+
+
+@dataclass(frozen=True)
+class MoveTask:
+    handle: str
+    status: str
+    source_arn: str
+    destination_arn: str | None
+    rate: int | None
+    moved: int
+    to_move: int
+    failure_reason: str | None
+    started_at_ms: int

@@ -44,9 +44,9 @@ ACTIONS: dict[str, Handler] = {
     "ChangeMessageVisibility": m.change_message_visibility,
     "ChangeMessageVisibilityBatch": m.change_message_visibility_batch,
     "ListDeadLetterSourceQueues": r.list_dead_letter_source_queues,
-    "StartMessageMoveTask": r.not_supported,
-    "ListMessageMoveTasks": r.not_supported,
-    "CancelMessageMoveTask": r.not_supported,
+    "StartMessageMoveTask": r.start_message_move_task,
+    "ListMessageMoveTasks": r.list_message_move_tasks,
+    "CancelMessageMoveTask": r.cancel_message_move_task,
 }
 
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/,\s]+)/")

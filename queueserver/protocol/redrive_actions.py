@@ -1,32 +1,88 @@
-"""Handlers of the dead-letter actions."""
+"""Handlers of the dead-letter actions: source queues and message move tasks."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from queueserver import errors, limits
+from queueserver.models import Queue
 from queueserver.protocol import params
 from queueserver.protocol.params import RequestContext
 from queueserver.protocol.queue_actions import paginate, resolve_queue
 from queueserver.storage import QueueEngine
+
+MAX_MOVE_RATE = 500
+MAX_MOVE_TASKS_LISTED = 10
+
+
+def _sources_of(engine: QueueEngine, ctx: RequestContext, dead_letter_queue: Queue) -> list[Queue]:
+    return [q for q in engine.list_queues(ctx.region, ctx.account)
+            if q.redrive_policy is not None and q.redrive_policy[0] == dead_letter_queue.arn]
 
 
 async def list_dead_letter_source_queues(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
     dead_letter_queue = resolve_queue(engine, ctx, p)
     max_results = params.integer(p, "MaxResults", None, 1, limits.MAX_LIST_RESULTS,
                                  "MaxResults must be an integer between 1 and 1000.")
-    sources = []
-    for queue in engine.list_queues(ctx.region, ctx.account):
-        try:
-            target = json.loads(queue.attributes.get("RedrivePolicy", "") or "{}").get("deadLetterTargetArn")
-        except (ValueError, AttributeError):
-            target = None
-        if target == dead_letter_queue.arn:
-            sources.append(queue)
+    sources = _sources_of(engine, ctx, dead_letter_queue)
     return paginate([ctx.queue_url(s.name) for s in sources], [s.name for s in sources],
                     max_results, params.string(p, "NextToken"), "queueUrls")
 
 
-async def not_supported(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    raise errors.UnsupportedOperation("Message move tasks are not supported by this version of queueserver.")
+def _queue_by_arn(engine: QueueEngine, ctx: RequestContext, arn: str, parameter: str) -> Queue:
+    queue = engine.find_queue_by_arn(arn)
+    if queue is None or queue.account != ctx.account:
+        raise errors.ResourceNotFound(f"The resource that you specified for the {parameter} parameter doesn't exist.")
+    return queue
+
+
+async def start_message_move_task(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+    source_arn = params.string(p, "SourceArn", required_=True)
+    destination_arn = params.string(p, "DestinationArn")
+    rate = params.integer(p, "MaxNumberOfMessagesPerSecond", None, 1, MAX_MOVE_RATE,
+                          f"MaxNumberOfMessagesPerSecond must be between 1 and {MAX_MOVE_RATE}.")
+    assert source_arn is not None
+    source = _queue_by_arn(engine, ctx, source_arn, "SourceArn")
+    if not _sources_of(engine, ctx, source):
+        raise errors.InvalidParameterValue("Source queue must be configured as a Dead Letter Queue.")
+    if destination_arn:
+        destination = _queue_by_arn(engine, ctx, destination_arn, "DestinationArn")
+        if destination.fifo != source.fifo:
+            raise errors.InvalidParameterValue("The source and destination queues must be of the same type.")
+        if destination.id == source.id:
+            raise errors.InvalidParameterValue("The source and destination queues must be different.")
+    handle = await engine.move_tasks.start(source, destination_arn or None, rate)
+    return {"TaskHandle": handle}
+
+
+async def list_message_move_tasks(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+    source_arn = params.string(p, "SourceArn", required_=True)
+    max_results = params.integer(p, "MaxResults", 1, 1, MAX_MOVE_TASKS_LISTED,
+                                 f"MaxResults must be between 1 and {MAX_MOVE_TASKS_LISTED}.")
+    assert source_arn is not None and max_results is not None
+    _queue_by_arn(engine, ctx, source_arn, "SourceArn")
+    results = []
+    for task in await engine.move_tasks.list(source_arn, max_results):
+        result: dict[str, Any] = {
+            "Status": task.status,
+            "SourceArn": task.source_arn,
+            "ApproximateNumberOfMessagesMoved": task.moved,
+            "ApproximateNumberOfMessagesToMove": task.to_move,
+            "StartedTimestamp": task.started_at_ms,
+        }
+        if task.status == "RUNNING":
+            result["TaskHandle"] = task.handle
+        if task.destination_arn:
+            result["DestinationArn"] = task.destination_arn
+        if task.rate is not None:
+            result["MaxNumberOfMessagesPerSecond"] = task.rate
+        if task.failure_reason:
+            result["FailureReason"] = task.failure_reason
+        results.append(result)
+    return {"Results": results}
+
+
+async def cancel_message_move_task(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+    handle = params.string(p, "TaskHandle", required_=True)
+    assert handle is not None
+    return {"ApproximateNumberOfMessagesMoved": await engine.move_tasks.cancel(handle)}

@@ -25,6 +25,7 @@ from queueserver.storage import claims, message_store, queue_store
 from queueserver.storage.database import Database, Transaction, connect
 from queueserver.storage.migrations import migrate
 from queueserver.storage.receipts import ReceiptSigner
+from queueserver.storage.redrive import Redriver
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class QueueEngine:
         self._loop = asyncio.get_running_loop()
         self._shutting_down = False
         self._sweeper = asyncio.create_task(self._sweep_forever())
+        self.move_tasks = Redriver(db, clock, self.find_queue_by_arn, self._notify)
 
     @classmethod
     async def open(cls, path: str, clock: Clock, *, enforce_cooldowns: bool = False,
@@ -69,8 +71,10 @@ class QueueEngine:
         except BaseException:
             await db.close()
             raise
-        return cls(db, clock, ReceiptSigner(secret), queues, highest + 1, enforce_cooldowns,
-                   in_flight_limit, fifo_in_flight_limit)
+        engine = cls(db, clock, ReceiptSigner(secret), queues, highest + 1, enforce_cooldowns,
+                     in_flight_limit, fifo_in_flight_limit)
+        await engine.move_tasks.resume()
+        return engine
 
     def begin_shutdown(self) -> None:
         """Answer every long poll now and accept no new waits."""
@@ -84,6 +88,7 @@ class QueueEngine:
         self.begin_shutdown()
         self._sweeper.cancel()
         await asyncio.gather(self._sweeper, return_exceptions=True)
+        await self.move_tasks.close()
         await self._db.close()
 
     @property

@@ -1,0 +1,152 @@
+"""Dead-letter redrive: message move tasks that survive restarts.
+
+A task's state lives in `move_tasks`. Each step moves a chunk of messages and counts
+them in the same transaction, so a kill at any instant neither loses nor doubles a
+message, and a restarted server resumes every RUNNING task where it stopped. The
+task moves the messages that were in the dead-letter queue when it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import sqlite3
+import uuid
+from typing import Callable
+
+from queueserver import errors
+from queueserver.clock import Clock
+from queueserver.models import MoveTask, Queue
+from queueserver.storage.database import Database, Transaction
+
+log = logging.getLogger(__name__)
+
+CHUNK = 100  # messages per step when the task has no rate
+ACTIVE = ("RUNNING", "CANCELLING")
+_COLUMNS = ("handle, status, source_arn, destination_arn, rate, moved, to_move, failure_reason, started_at_ms, "
+            "id, source_queue_id, last_row_id")
+
+
+class Redriver:
+    def __init__(self, db: Database, clock: Clock, find_queue: Callable[[str], Queue | None],
+                 notify: Callable[[int], None]) -> None:
+        self._db = db
+        self._clock = clock
+        self._find_queue = find_queue
+        self._notify = notify
+        self._runners: dict[int, asyncio.Task] = {}
+
+    async def resume(self) -> None:
+        """Carry on every task a stopped server left running."""
+        def active(tx: Transaction) -> list[int]:
+            tx.conn.execute("UPDATE move_tasks SET status = 'CANCELLED' WHERE status = 'CANCELLING'")
+            return [row[0] for row in tx.conn.execute("SELECT id FROM move_tasks WHERE status = 'RUNNING'")]
+
+        for task_id in await self._db.run(active):
+            self._launch(task_id)
+
+    async def close(self) -> None:
+        for runner in self._runners.values():
+            runner.cancel()
+        await asyncio.gather(*self._runners.values(), return_exceptions=True)
+
+    async def start(self, source: Queue, destination_arn: str | None, rate: int | None) -> str:
+        now = self._clock.now_ms()
+        handle = base64.b64encode(json.dumps(
+            {"taskId": str(uuid.uuid4()), "sourceArn": source.arn}).encode()).decode()
+
+        def start(tx: Transaction) -> int:
+            conn = tx.conn
+            if conn.execute("SELECT 1 FROM move_tasks WHERE source_queue_id = ? AND status IN (?, ?)",
+                            (source.id, *ACTIVE)).fetchone():
+                raise errors.InvalidParameterValue(
+                    "There is already a task running. Only one active task is allowed for a source queue "
+                    "arn at a given time.")
+            last_row_id, to_move = conn.execute(
+                "SELECT coalesce(max(id), 0), count(*) FROM messages WHERE queue_id = ?", (source.id,)).fetchone()
+            return int(conn.execute(
+                "INSERT INTO move_tasks (handle, source_queue_id, source_arn, destination_arn, rate, status,"
+                " last_row_id, to_move, started_at_ms) VALUES (?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?) RETURNING id",
+                (handle, source.id, source.arn, destination_arn, rate, last_row_id, to_move, now)).fetchone()[0])
+
+        self._launch(await self._db.run(start))
+        return handle
+
+    async def list(self, source_arn: str, max_results: int) -> list[MoveTask]:
+        def select(tx: Transaction) -> list[tuple]:
+            return tx.conn.execute(
+                f"SELECT {_COLUMNS} FROM move_tasks WHERE source_arn = ? ORDER BY id DESC LIMIT ?",
+                (source_arn, max_results)).fetchall()
+
+        return [MoveTask(*row[:9]) for row in await self._db.run(select)]
+
+    async def cancel(self, handle: str) -> int:
+        def cancel(tx: Transaction) -> int:
+            row = tx.conn.execute("SELECT status, moved FROM move_tasks WHERE handle = ?", (handle,)).fetchone()
+            if row is None or row[0] != "RUNNING":
+                raise errors.ResourceNotFound("The task handle does not identify a running message move task.")
+            tx.conn.execute("UPDATE move_tasks SET status = 'CANCELLING' WHERE handle = ?", (handle,))
+            return int(row[1])
+
+        return await self._db.run(cancel)
+
+    def _launch(self, task_id: int) -> None:
+        runner = asyncio.create_task(self._run(task_id))
+        self._runners[task_id] = runner
+        runner.add_done_callback(lambda _: self._runners.pop(task_id, None))
+
+    async def _run(self, task_id: int) -> None:
+        while True:
+            try:
+                status, moved_to, step_size, rate = await self._db.run(lambda tx: self._step(tx, task_id))
+            except (sqlite3.Error, errors.SQSError, RuntimeError) as exc:
+                log.warning("move task %d paused by a storage error: %s", task_id, exc)
+                await asyncio.sleep(1)
+                continue
+            for queue_id in moved_to:
+                self._notify(queue_id)
+            if status != "RUNNING":
+                return
+            # Pace to MaxNumberOfMessagesPerSecond; otherwise just let other work in.
+            await asyncio.sleep(step_size / rate if rate else 0)
+
+    def _step(self, tx: Transaction, task_id: int) -> tuple[str, set[int], int, int | None]:
+        conn = tx.conn
+        (_, status, _, destination_arn, rate, _, _, _, _, _, source_id, last_row_id) = conn.execute(
+            f"SELECT {_COLUMNS} FROM move_tasks WHERE id = ?", (task_id,)).fetchone()
+        if status == "CANCELLING":
+            conn.execute("UPDATE move_tasks SET status = 'CANCELLED' WHERE id = ?", (task_id,))
+            return "CANCELLED", set(), 0, rate
+        if status != "RUNNING":
+            return status, set(), 0, rate
+        now = self._clock.now_ms()
+        step_size = max(1, min(CHUNK, rate // 10)) if rate else CHUNK  # ~10 paced steps a second
+        rows = conn.execute(
+            "SELECT m.id, b.dead_letter_source_arn FROM messages m JOIN message_bodies b ON b.id = m.id"
+            " WHERE m.queue_id = ? AND m.id <= ? AND m.visible_at_ms <= ? ORDER BY m.id LIMIT ?",
+            (source_id, last_row_id, now, step_size)).fetchall()
+        if not rows:
+            conn.execute("UPDATE move_tasks SET status = 'COMPLETED' WHERE id = ?", (task_id,))
+            return "COMPLETED", set(), 0, rate
+        moves = []
+        for row_id, origin_arn in rows:
+            arn = destination_arn or origin_arn
+            destination = self._find_queue(arn) if arn else None
+            if destination is None:
+                reason = f"The destination queue {arn} does not exist." if arn else \
+                    "A message has no source queue to return to; give a DestinationArn."
+                conn.execute("UPDATE move_tasks SET status = 'FAILED', failure_reason = ? WHERE id = ?",
+                             (reason, task_id))
+                break
+            moves.append((destination.id, now, now if destination.fifo else None, row_id))
+        # Back to a fresh start: a redriven message is received as if sent anew, but keeps its MessageId.
+        conn.executemany(
+            "UPDATE messages SET queue_id = ?, visible_at_ms = ?, enqueued_at_ms = coalesce(?, enqueued_at_ms),"
+            " receive_count = 0, first_received_at_ms = 0, received_at_ms = 0 WHERE id = ?", moves)
+        conn.executemany("UPDATE message_bodies SET dead_letter_source_arn = NULL WHERE id = ?",
+                         [(m[3],) for m in moves])
+        conn.execute("UPDATE move_tasks SET moved = moved + ? WHERE id = ?", (len(moves), task_id))
+        status = conn.execute("SELECT status FROM move_tasks WHERE id = ?", (task_id,)).fetchone()[0]
+        return status, {m[0] for m in moves}, len(moves), rate

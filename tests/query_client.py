@@ -1,0 +1,69 @@
+"""A botocore SQS client that speaks the Query/XML protocol, for running tests over both protocols.
+
+The current botocore speaks JSON to SQS; given the older SQS model (protocol "query", from
+botocore 1.31.80, kept in tests/query/data) first on its data path, it serializes form-encoded
+`Action=...` requests and parses the XML responses instead. Everything else (signing, retries,
+exceptions, paginators) is botocore's own.
+
+    from query_client import make_query_client
+    sqs = make_query_client(server.endpoint)            # like the JSON fixture's make_client
+    sqs = make_query_client(server.endpoint, json_compatible=False)   # the raw Query parse
+
+With `json_compatible` (the default) a parsed response also carries what botocore's JSON client
+gives, so one test body's assertions hold over both protocols:
+- required list members that XML cannot send empty (a flattened list with no items has no
+  element): `Successful`/`Failed` of the batches, `queueUrls` of ListDeadLetterSourceQueues, as [];
+- `Error.QueryErrorCode`: the modeled shape name whose legacy code the server sent (the JSON
+  client reads it from `__type`; Query sends only the legacy code, which stays in `Error.Code`).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import botocore.session
+from botocore.config import Config
+
+QUERY_MODEL_DIR = Path(__file__).resolve().parent / "query" / "data"
+
+
+@functools.lru_cache(maxsize=1)
+def query_session() -> botocore.session.Session:
+    """One botocore session whose SQS model is the Query one (reused: loading a model is slow)."""
+    session = botocore.session.get_session()
+    loader = session.get_component("data_loader")
+    loader.search_paths.insert(0, str(QUERY_MODEL_DIR))
+    model = session.get_service_model("sqs")
+    assert model.protocol == "query", f"expected the Query SQS model from {QUERY_MODEL_DIR}, got {model.protocol}"
+    return session
+
+
+def make_query_client(endpoint: str, region: str = "us-east-1", *, json_compatible: bool = True,
+                      **config_kwargs: Any) -> Any:
+    """An SQS client speaking Query/XML to `endpoint` (config_kwargs go to botocore's Config)."""
+    config = Config(retries={"max_attempts": 1}, connect_timeout=5, read_timeout=45, **config_kwargs)
+    client = query_session().create_client(
+        "sqs", region_name=region, endpoint_url=endpoint,
+        aws_access_key_id="test", aws_secret_access_key="test", config=config)
+    if json_compatible:
+        shapes_by_code = {shape.error_code: shape.name for shape in client.meta.service_model.error_shapes}
+        client.meta.events.register_last(
+            "after-call.sqs", functools.partial(_like_json, shapes_by_code=shapes_by_code))
+    return client
+
+
+def _like_json(parsed: dict[str, Any], model: Any, shapes_by_code: dict[str, str], **_: Any) -> None:
+    error = parsed.get("Error")
+    if error:
+        shape = shapes_by_code.get(error.get("Code", ""))
+        if shape is not None:
+            error.setdefault("QueryErrorCode", shape)
+        return
+    output = model.output_shape
+    if output is None:
+        return
+    for name in output.required_members:
+        if name not in parsed and output.members[name].type_name == "list":
+            parsed[name] = []
