@@ -23,6 +23,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="run on a manual clock moved by POST /_queueserver/clock (for tests)")
     serve.add_argument("--enforce-cooldowns", action="store_true",
                        help="enforce AWS's 60-second QueueDeletedRecently and PurgeQueueInProgress rules")
+    serve.add_argument("--in-flight-limit", type=int, default=defaults.in_flight_limit,
+                       help="in-flight messages a standard queue allows before OverLimit")
+    serve.add_argument("--fifo-in-flight-limit", type=int, default=defaults.fifo_in_flight_limit,
+                       help="in-flight messages at which a FIFO queue stops delivering")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return parser
 
@@ -36,5 +40,6 @@ def main(argv: list[str] | None = None) -> int:
 
         run(ServerConfig(db_path=args.db, host=args.host, port=args.port, region=args.region,
                          account_id=args.account_id, test_clock=args.test_clock,
-                         enforce_cooldowns=args.enforce_cooldowns))
+                         enforce_cooldowns=args.enforce_cooldowns, in_flight_limit=args.in_flight_limit,
+                         fifo_in_flight_limit=args.fifo_in_flight_limit))
     return 0

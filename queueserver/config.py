@@ -15,3 +15,6 @@ class ServerConfig:
     test_clock: bool = False
     # AWS's two 60-second rules (QueueDeletedRecently, PurgeQueueInProgress).
     enforce_cooldowns: bool = False
+    # SQS's in-flight quotas; settings so that tests can reach them with a few messages.
+    in_flight_limit: int = 120_000
+    fifo_in_flight_limit: int = 120_000

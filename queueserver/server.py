@@ -43,7 +43,9 @@ class _Server(uvicorn.Server):
 
 async def serve(config: ServerConfig) -> None:
     clock: Clock = ManualClock() if config.test_clock else SystemClock()
-    engine = await QueueEngine.open(config.db_path, clock, enforce_cooldowns=config.enforce_cooldowns)
+    engine = await QueueEngine.open(
+        config.db_path, clock, enforce_cooldowns=config.enforce_cooldowns,
+        in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit)
     try:
         app = create_app(config, engine)
         uvicorn_config = uvicorn.Config(

@@ -108,7 +108,7 @@ def claim_fifo(conn: sqlite3.Connection, claim: Claim, in_flight_limit: int) -> 
     to_move: list[int] = []
     if wanted > 0:
         walk = conn.execute(
-            "SELECT id, group_id, visible_at_ms, receive_count FROM messages"
+            "SELECT id, group_id, visible_at_ms, receive_count FROM messages INDEXED BY messages_in_send_order"
             " WHERE queue_id = ? AND group_id IS NOT NULL AND enqueued_at_ms > ? ORDER BY id LIMIT ?",
             (claim.queue_id, claim.cutoff_ms, FIFO_SCAN_LIMIT))
         for row_id, group_id, visible_at, receive_count in walk:
@@ -128,13 +128,78 @@ def claim_fifo(conn: sqlite3.Connection, claim: Claim, in_flight_limit: int) -> 
         conn.executemany("UPDATE messages SET queue_id = ?, visible_at_ms = ? WHERE id = ?",
                          [(dead_letter.queue_id, now, row_id) for row_id in to_move])
         _mark_dead_lettered(conn, to_move, dead_letter, now)
+    return _in_group_order(_claim_ids(conn, claim, chosen)), len(to_move)
+
+
+def has_groups(conn: sqlite3.Connection, queue_id: int) -> bool:
+    return conn.execute("SELECT 1 FROM messages WHERE queue_id = ? AND group_id IS NOT NULL LIMIT 1",
+                        (queue_id,)).fetchone() is not None
+
+
+def claim_fair(conn: sqlite3.Connection, claim: Claim) -> tuple[list[ClaimedRow], int]:
+    """A standard queue with message groups (a fair queue): serve the quietest groups first.
+
+    Each group's visible messages are found through the group index, groups are ordered
+    by how many messages they have in flight, and the receive takes one message from
+    each in turn, so a group with a large backlog cannot starve a group with a few.
+    """
+    now, dead_letter = claim.now_ms, claim.dead_letter
+    limit = dead_letter.max_receive_count if dead_letter else _NO_LIMIT
+    in_flight = dict(conn.execute(
+        "SELECT group_id, count(*) FROM messages WHERE queue_id = ? AND visible_at_ms > ? AND receive_count > 0"
+        " AND group_id IS NOT NULL GROUP BY group_id", (claim.queue_id, now)).fetchall())
+    groups = [row[0] for row in conn.execute(_GROUPS, {"queue_id": claim.queue_id}) if row[0] is not None]
+    queues_of_candidates: list[tuple[int, int, list[tuple[int, int]]]] = []
+    for group_id in groups:
+        candidates = conn.execute(
+            "SELECT id, receive_count FROM messages WHERE queue_id = ? AND group_id = ? AND visible_at_ms <= ?"
+            " AND enqueued_at_ms > ? ORDER BY visible_at_ms, id LIMIT ?",
+            (claim.queue_id, group_id, now, claim.cutoff_ms, claim.n)).fetchall()
+        if candidates:
+            queues_of_candidates.append((in_flight.get(group_id, 0), candidates[0][0], candidates))
+    ungrouped = conn.execute(
+        "SELECT id, receive_count FROM messages WHERE queue_id = ? AND visible_at_ms <= ? AND enqueued_at_ms > ?"
+        " AND group_id IS NULL ORDER BY visible_at_ms, id LIMIT ?",
+        (claim.queue_id, now, claim.cutoff_ms, claim.n)).fetchall()
+    for row in ungrouped:  # a message without a group is a tenant of its own
+        queues_of_candidates.append((0, row[0], [row]))
+    queues_of_candidates.sort(key=lambda entry: (entry[0], entry[1]))
+    chosen: list[int] = []
+    to_move: list[int] = []
+    depth = 0
+    while len(chosen) < claim.n and any(depth < len(c[2]) for c in queues_of_candidates):
+        for _, _, candidates in queues_of_candidates:
+            if depth < len(candidates) and len(chosen) < claim.n:
+                row_id, receive_count = candidates[depth]
+                (to_move if receive_count >= limit else chosen).append(row_id)
+        depth += 1
+    if to_move:
+        assert dead_letter is not None
+        conn.executemany("UPDATE messages SET queue_id = ?, visible_at_ms = ? WHERE id = ?",
+                         [(dead_letter.queue_id, now, row_id) for row_id in to_move])
+        _mark_dead_lettered(conn, to_move, dead_letter, now)
+    return _claim_ids(conn, claim, chosen), len(to_move)
+
+
+# The distinct groups of a queue, one index probe each (a loose index scan).
+_GROUPS = """
+WITH RECURSIVE groups(group_id) AS (
+    SELECT min(group_id) FROM messages WHERE queue_id = :queue_id AND group_id IS NOT NULL
+    UNION ALL
+    SELECT (SELECT min(group_id) FROM messages WHERE queue_id = :queue_id AND group_id > groups.group_id)
+    FROM groups WHERE groups.group_id IS NOT NULL
+)
+SELECT group_id FROM groups
+"""
+
+
+def _claim_ids(conn: sqlite3.Connection, claim: Claim, chosen: list[int]) -> list[ClaimedRow]:
     if not chosen:
-        return [], len(to_move)
-    params: dict[str, int] = {"visible_at": claim.visible_at_ms, "now": now}
+        return []
+    params: dict[str, int] = {"visible_at": claim.visible_at_ms, "now": claim.now_ms}
     params.update((f"id{i}", row_id) for i, row_id in enumerate(chosen))
     placeholders = ",".join(f":id{i}" for i in range(len(chosen)))
-    rows = conn.execute(f"UPDATE messages {_SET_CLAIMED} WHERE id IN ({placeholders}) {_RETURNING}", params).fetchall()
-    return _in_group_order(rows), len(to_move)
+    return conn.execute(f"UPDATE messages {_SET_CLAIMED} WHERE id IN ({placeholders}) {_RETURNING}", params).fetchall()
 
 
 def _in_group_order(rows: list[ClaimedRow]) -> list[ClaimedRow]:

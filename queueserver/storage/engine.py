@@ -317,7 +317,10 @@ class QueueEngine:
                         f"The maximum number of in flight messages ({self._in_flight_limit}) has been reached.")
                 return [], message_store.next_visible_at(tx.conn, queue.id, now), None
             self._at_in_flight_limit.discard(queue.id)
-            rows, moved = claims.claim_standard(tx.conn, claim)
+            if claims.has_groups(tx.conn, queue.id):
+                rows, moved = claims.claim_fair(tx.conn, claim)
+            else:
+                rows, moved = claims.claim_standard(tx.conn, claim)
         moved_to = claim.dead_letter.queue_id if moved and claim.dead_letter else None
         if not rows:
             return [], message_store.next_visible_at(tx.conn, queue.id, now), moved_to
