@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 
 from queueserver.config import ServerConfig
 
@@ -28,18 +29,46 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--fifo-in-flight-limit", type=int, default=defaults.fifo_in_flight_limit,
                        help="in-flight messages at which a FIFO queue stops delivering")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    backup = commands.add_parser("backup", help="copy the database safely, also while the server runs")
+    backup.add_argument("destination", help="the file to write")
+    backup.add_argument("--db", default=defaults.db_path, help="the database to copy")
+    check = commands.add_parser("check", help="integrity check, schema version and messages per queue")
+    check.add_argument("--db", default=defaults.db_path, help="the database to check")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+    logging.basicConfig(level=getattr(args, "log_level", "warning").upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
         from queueserver.server import run
+        from queueserver.storage.database import StartupError
 
-        run(ServerConfig(db_path=args.db, host=args.host, port=args.port, region=args.region,
-                         account_id=args.account_id, test_clock=args.test_clock,
-                         enforce_cooldowns=args.enforce_cooldowns, in_flight_limit=args.in_flight_limit,
-                         fifo_in_flight_limit=args.fifo_in_flight_limit))
-    return 0
+        try:
+            run(ServerConfig(db_path=args.db, host=args.host, port=args.port, region=args.region,
+                             account_id=args.account_id, test_clock=args.test_clock,
+                             enforce_cooldowns=args.enforce_cooldowns, in_flight_limit=args.in_flight_limit,
+                             fifo_in_flight_limit=args.fifo_in_flight_limit))
+        except StartupError as exc:
+            print(f"queueserver: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    from queueserver.storage import admin
+    from queueserver.storage.database import StartupError
+
+    try:
+        if args.command == "backup":
+            size = admin.backup(args.db, args.destination)
+            print(f"backed up {args.db} to {args.destination} ({size} bytes)")
+            return 0
+        report = admin.check(args.db, time.time_ns() // 1_000_000)
+    except StartupError as exc:
+        print(f"queueserver: {exc}", file=sys.stderr)
+        return 2
+    print(f"integrity: {report.integrity}")
+    print(f"schema version: {report.schema_version} (this queueserver: {report.latest_schema_version})")
+    print(f"queues: {len(report.queues)}")
+    for q in report.queues:
+        print(f"  {q.region} {q.account} {q.name}: {q.messages} messages, {q.in_flight} in flight")
+    return 0 if report.integrity == "ok" else 1

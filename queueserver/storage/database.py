@@ -14,11 +14,15 @@ costs one hand-off per group.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
+import os
 import queue
 import sqlite3
 import threading
 from typing import Any, Callable, TypeVar
+
+from queueserver import errors
 
 log = logging.getLogger(__name__)
 
@@ -54,28 +58,100 @@ class _Operation:
         self.loop = loop
 
 
+class StartupError(Exception):
+    """The database cannot be served; the message says why and what to do."""
+
+
 def connect(path: str) -> sqlite3.Connection:
     if sqlite3.sqlite_version_info < MIN_SQLITE:
-        raise RuntimeError(
+        raise StartupError(
             f"SQLite {sqlite3.sqlite_version} is too old: queueserver needs 3.37 or newer (STRICT tables)"
         )
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("PRAGMA foreign_keys=OFF")
-    conn.execute("PRAGMA busy_timeout=5000")
+    try:
+        conn.execute("PRAGMA busy_timeout=5000")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=OFF")
+    except sqlite3.Error:
+        conn.close()
+        raise
     return conn
 
 
-class Database:
-    """The database thread. `run` submits an operation and awaits its durable result."""
+_ADVICE = {
+    "the disk is full": "free some disk space and start again",
+    "the database file or its folder is read-only": "make the file and its folder writable by this user",
+    "the database is locked by another process": "stop the process that holds the lock and start again",
+    "the database file is corrupted": (
+        "restore it from a copy made with `queueserver backup`, or move it away to start with an empty store"),
+}
 
-    def __init__(self, conn: sqlite3.Connection, max_group: int = 256) -> None:
+
+def open_file(path: str, prepare: Callable[[sqlite3.Connection], None]) -> tuple[sqlite3.Connection, Any]:
+    """Lock, open and prepare (migrate) the database, or raise StartupError saying what to do.
+
+    An advisory lock on PATH.lock keeps a second queueserver off the same file: two
+    servers would each believe they are the only writer.
+    """
+    lock = open(f"{path}.lock", "a+")  # noqa: SIM115 - held for the server's lifetime
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise StartupError(f"another queueserver is already serving {path}; stop it first") from None
+    try:
+        conn = connect(path)
+        try:
+            prepare(conn)
+        except BaseException:
+            conn.close()
+            raise
+    except sqlite3.Error as exc:
+        lock.close()
+        reason = describe(exc)
+        advice = _ADVICE.get(reason, "check the file and start again")
+        raise StartupError(f"cannot open the database {path}: {reason} ({exc}); {advice}") from exc
+    except BaseException:
+        lock.close()
+        raise
+    return conn, lock
+
+
+def describe(exc: BaseException) -> str:
+    """A storage failure in words an operator can act on."""
+    text = str(exc).lower()
+    if "full" in text:
+        return "the disk is full"
+    if "readonly" in text or "read-only" in text:
+        return "the database file or its folder is read-only"
+    if "locked" in text or "busy" in text:
+        return "the database is locked by another process"
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return "the database file is corrupted"
+    if "disk i/o" in text:
+        return "a disk I/O error"
+    return str(exc)
+
+
+class Database:
+    """The database thread. `run` submits an operation and awaits its durable result.
+
+    SQLite failures (disk full, read-only, locked, I/O errors) fail the operations of
+    that group with ServiceUnavailable and nothing is acknowledged; the next group
+    tries again, so the server recovers by itself when the condition clears.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: str, lock: Any = None, max_group: int = 256) -> None:
         self._conn = conn
+        self._lock = lock
+        self._path = path
+        self._identity = _identity(path)
         self._max_group = max_group
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name="queueserver-sqlite", daemon=True)
         self._closed = False
+        self._failing: str | None = None
         self._thread.start()
 
     async def run(self, fn: Callable[[Transaction], T]) -> T:
@@ -93,6 +169,8 @@ class Database:
         self._inbox.put(_STOP)
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
         self._conn.close()
+        if self._lock is not None:
+            self._lock.close()
 
     def _serve(self) -> None:
         while True:
@@ -118,42 +196,87 @@ class Database:
         conn = self._conn
         outcomes: list[tuple[bool, Any]] = []
         undo: list[Callable[[], None]] = []
+        aborted: BaseException | None = None
         try:
+            self._check_file()
+            conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            log.error("cannot begin a transaction: %s", exc)
-            for op in group:
-                self._resolve(op, False, exc)
-            return
-        for op in group:
+        except (sqlite3.Error, OSError) as exc:
+            aborted = exc
+        for op in group if aborted is None else ():
             tx = Transaction(conn)
-            conn.execute("SAVEPOINT op")
             try:
+                conn.execute("SAVEPOINT op")
                 result = op.fn(tx)
-            except BaseException as exc:  # the operation's own failure: undo just it
-                try:
+            except BaseException as exc:
+                if not conn.in_transaction:  # SQLite rolled the whole group back (full, I/O …)
+                    aborted = exc
+                    break
+                try:  # the operation's own failure: undo just it
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
-                except sqlite3.Error:
-                    pass
-                outcomes.append((False, exc))
+                except sqlite3.Error as rollback_failure:
+                    aborted = rollback_failure
+                    break
+                outcomes.append((False, self._storage_error(exc) if isinstance(exc, sqlite3.Error) else exc))
             else:
-                conn.execute("RELEASE op")
+                try:
+                    conn.execute("RELEASE op")
+                except sqlite3.Error as exc:
+                    aborted = exc
+                    break
                 outcomes.append((True, result))
                 undo.extend(tx._undo)
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            log.error("commit failed, %d operations rolled back: %s", len(group), exc)
+        if aborted is None:
             try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            outcomes = [(False, exc)] * len(group)
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                aborted = exc
+        if aborted is not None:
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
             for hook in reversed(undo):
                 hook()
+            failure = aborted if isinstance(aborted, errors.SQSError) else self._storage_error(aborted)
+            outcomes = [(False, failure)] * len(group)
+        elif self._failing is not None:
+            log.warning("storage recovered: writes succeed again")
+            self._failing = None
         for op, (ok, value) in zip(group, outcomes):
             self._resolve(op, ok, value)
+
+    def _storage_error(self, exc: BaseException) -> errors.SQSError:
+        reason = describe(exc)
+        if self._failing != reason:
+            log.error("storage unavailable: %s (%s: %s); requests get 503 until it clears",
+                      reason, type(exc).__name__, exc)
+            self._failing = reason
+        return errors.ServiceUnavailable(
+            f"The message store is unavailable: {reason}. Nothing was changed; try again.")
+
+    def _check_file(self) -> None:
+        """Put the database file back if it was deleted while we ran (our connection still has it all)."""
+        if self._path == ":memory:" or _identity(self._path) == self._identity:
+            return
+        if os.path.exists(self._path):
+            raise errors.ServiceUnavailable(
+                f"The message store is unavailable: {self._path} was replaced by another file while the server ran.")
+        log.error("the database file %s was deleted while the server ran; writing it back from the open database",
+                  self._path)
+        temporary = f"{self._path}.restore-{os.getpid()}"
+        target = sqlite3.connect(temporary)
+        try:
+            self._conn.backup(target)
+        finally:
+            target.close()
+        self._conn.close()
+        os.replace(temporary, self._path)
+        self._conn = connect(self._path)
+        self._identity = _identity(self._path)
+        log.warning("the database file %s is restored", self._path)
 
     @staticmethod
     def _resolve(op: _Operation, ok: bool, value: Any) -> None:
@@ -169,3 +292,11 @@ class Database:
             op.loop.call_soon_threadsafe(settle)
         except RuntimeError:  # the loop is gone; nobody is waiting
             pass
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return (status.st_dev, status.st_ino)

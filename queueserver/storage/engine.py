@@ -22,7 +22,7 @@ from queueserver.models import (
     sequence_number,
 )
 from queueserver.storage import claims, message_store, queue_store
-from queueserver.storage.database import Database, Transaction, connect
+from queueserver.storage.database import Database, Transaction, open_file
 from queueserver.storage.migrations import migrate
 from queueserver.storage.receipts import ReceiptSigner
 from queueserver.storage.redrive import Redriver
@@ -59,14 +59,14 @@ class QueueEngine:
     async def open(cls, path: str, clock: Clock, *, enforce_cooldowns: bool = False,
                    in_flight_limit: int = IN_FLIGHT_LIMIT,
                    fifo_in_flight_limit: int = IN_FLIGHT_LIMIT) -> "QueueEngine":
-        conn = await asyncio.get_running_loop().run_in_executor(None, connect, path)
-        db = Database(conn)
+        loop = asyncio.get_running_loop()
+        conn, lock = await loop.run_in_executor(None, open_file, path, migrate)
+        db = Database(conn, path, lock)
 
         def prepare(tx: Transaction) -> tuple[bytes, list[Queue], int]:
             return queue_store.receipt_secret(tx.conn), queue_store.load_all(tx.conn), message_store.highest_row_id(tx.conn)
 
         try:
-            await asyncio.get_running_loop().run_in_executor(None, migrate, conn)
             secret, queues, highest = await db.run(prepare)
         except BaseException:
             await db.close()

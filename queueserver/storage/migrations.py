@@ -11,12 +11,14 @@ import re
 import sqlite3
 from importlib import resources
 
+from queueserver.storage.database import StartupError
+
 log = logging.getLogger(__name__)
 
 _FILE_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
-class SchemaTooNew(Exception):
+class SchemaTooNew(StartupError):
     pass
 
 
