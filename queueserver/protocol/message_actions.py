@@ -197,7 +197,8 @@ async def delete_message(engine: QueueEngine, ctx: RequestContext, p: dict[str, 
 async def delete_message_batch(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
     queue = resolve_queue(engine, ctx, p)
     entries = _batch_entries(p, "DeleteMessageBatchRequestEntry")
-    handles, failed_early = [], {}
+    handles: list[str] = []
+    failed_early: dict[str, errors.SQSError] = {}
     for entry in entries:
         handle = entry.get("ReceiptHandle")
         if not isinstance(handle, str) or not handle:
@@ -222,7 +223,8 @@ async def change_message_visibility(engine: QueueEngine, ctx: RequestContext, p:
 async def change_message_visibility_batch(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
     queue = resolve_queue(engine, ctx, p)
     entries = _batch_entries(p, "ChangeMessageVisibilityBatchRequestEntry")
-    changes, failed_early = [], {}
+    changes: list[VisibilityChange] = []
+    failed_early: dict[str, errors.SQSError] = {}
     for entry in entries:
         try:
             handle = params.string(entry, "ReceiptHandle", required_=True)
@@ -270,7 +272,7 @@ def _batch_result(entries: list[dict[str, Any]], failed_early: dict[str, errors.
     remaining = iter(outcomes)
     for entry in entries:
         entry_id = entry["Id"]
-        error = failed_early.get(entry_id)
+        error: Exception | None = failed_early.get(entry_id)
         if error is None:
             error = next(remaining).error
         if error is None:

@@ -43,9 +43,9 @@ class Transaction:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self._undo: list[Callable[[], None]] = []
+        self._undo: list[Callable[[], object]] = []
 
-    def on_rollback(self, callback: Callable[[], None]) -> None:
+    def on_rollback(self, callback: Callable[[], object]) -> None:
         self._undo.append(callback)
 
 
@@ -88,7 +88,7 @@ _ADVICE = {
 }
 
 
-def open_file(path: str, prepare: Callable[[sqlite3.Connection], None]) -> tuple[sqlite3.Connection, Any]:
+def open_file(path: str, prepare: Callable[[sqlite3.Connection], object]) -> tuple[sqlite3.Connection, Any]:
     """Lock, open and prepare (migrate) the database, or raise StartupError saying what to do.
 
     An advisory lock on PATH.lock keeps a second queueserver off the same file: two
@@ -195,7 +195,7 @@ class Database:
     def _run_group(self, group: list[_Operation]) -> None:
         conn = self._conn
         outcomes: list[tuple[bool, Any]] = []
-        undo: list[Callable[[], None]] = []
+        undo: list[Callable[[], object]] = []
         aborted: BaseException | None = None
         try:
             self._check_file()

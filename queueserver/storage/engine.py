@@ -12,7 +12,6 @@ import json
 import logging
 import sqlite3
 import uuid
-from collections import defaultdict
 from typing import Callable
 
 from queueserver import errors, limits
@@ -26,6 +25,7 @@ from queueserver.storage.database import Database, Transaction, open_file
 from queueserver.storage.migrations import migrate
 from queueserver.storage.receipts import ReceiptSigner
 from queueserver.storage.redrive import Redriver
+from queueserver.storage.waiters import Waiters
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +49,8 @@ class QueueEngine:
         self._at_in_flight_limit: set[int] = set()
         self._deleted_at: dict[tuple[str, str, str], int] = {}
         self._purged_at: dict[int, int] = {}
-        self._waiters: defaultdict[int, set[asyncio.Future]] = defaultdict(set)
+        self._waiters = Waiters(clock, asyncio.get_running_loop())
         self._loop = asyncio.get_running_loop()
-        self._shutting_down = False
         self._sweeper = asyncio.create_task(self._sweep_forever())
         self.move_tasks = Redriver(db, clock, self.find_queue_by_arn, self._notify)
 
@@ -78,11 +77,7 @@ class QueueEngine:
 
     def begin_shutdown(self) -> None:
         """Answer every long poll now and accept no new waits."""
-        self._shutting_down = True
-        for waiters in self._waiters.values():
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
+        self._waiters.close()
 
     async def close(self) -> None:
         self.begin_shutdown()
@@ -233,10 +228,8 @@ class QueueEngine:
         deadline_ms = self._clock.now_ms() + wait_seconds * 1000
         real_deadline = loop.time() + wait_seconds
         while True:
-            waiter: asyncio.Future | None = None
-            if wait_seconds > 0 and not self._shutting_down:
-                waiter = loop.create_future()
-                self._waiters[queue.id].add(waiter)  # before the claim, so no wake-up is missed
+            # Registered before the claim, so that no wake-up is missed.
+            waiter = self._waiters.register(queue.id) if wait_seconds > 0 else None
             try:
                 messages, next_visible, moved_to = await self._db.run(
                     lambda tx: self._claim(tx, queue, max_messages, visibility_timeout, attempt_id,
@@ -248,10 +241,10 @@ class QueueEngine:
                 if self._clock.now_ms() >= deadline_ms or loop.time() >= real_deadline:
                     return []
                 wake_ms = deadline_ms if next_visible is None else min(deadline_ms, next_visible)
-                await self._wait(waiter, wake_ms, real_deadline)
+                await self._waiters.wait(waiter, wake_ms, real_deadline)
             finally:
                 if waiter is not None:
-                    self._discard_waiter(queue.id, waiter)
+                    self._waiters.discard(queue.id, waiter)
 
     async def delete_messages(self, queue: Queue, handles: list[str]) -> list[EntryOutcome]:
         """Delete by receipt handle. A stale handle deletes nothing: silently on a standard
@@ -385,33 +378,8 @@ class QueueEngine:
     def _cutoff(queue: Queue, now: int) -> int:
         return now - queue.retention_seconds * 1000
 
-    # -- waiting --------------------------------------------------------------
-
-    async def _wait(self, waiter: asyncio.Future, wake_ms: int, real_deadline: float) -> None:
-        def wake() -> None:
-            if not waiter.done():
-                waiter.set_result(None)
-
-        timer = self._clock.call_at(wake_ms, wake)
-        real_timer = self._loop.call_at(real_deadline, wake)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            real_timer.cancel()
-
     def _notify(self, queue_id: int) -> None:
-        """Wake the queue's long polls to claim again (after a commit changed what is visible)."""
-        for waiter in self._waiters.get(queue_id, ()):
-            if not waiter.done():
-                waiter.set_result(None)
-
-    def _discard_waiter(self, queue_id: int, waiter: asyncio.Future) -> None:
-        waiters = self._waiters.get(queue_id)
-        if waiters is not None:
-            waiters.discard(waiter)
-            if not waiters:
-                del self._waiters[queue_id]
+        self._waiters.notify(queue_id)
 
     # -- retention ------------------------------------------------------------
 

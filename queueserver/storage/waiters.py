@@ -1,0 +1,65 @@
+"""Long-poll waiters: per-queue futures woken after a commit, or by the clock.
+
+A receive registers its waiter before it claims, so a send committed between an
+empty claim and the wait still wakes it. A waiter also wakes when the injected clock
+reaches the next known `visible_at` (a delay or a visibility ending) and when its
+real WaitTimeSeconds run out. Nothing polls the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+
+from queueserver.clock import Clock
+
+
+class Waiters:
+    def __init__(self, clock: Clock, loop: asyncio.AbstractEventLoop) -> None:
+        self._clock = clock
+        self._loop = loop
+        self._by_queue: defaultdict[int, set[asyncio.Future]] = defaultdict(set)
+        self.closed = False
+
+    def register(self, queue_id: int) -> asyncio.Future | None:
+        """A waiter for the queue, or None once shutdown has begun."""
+        if self.closed:
+            return None
+        waiter = self._loop.create_future()
+        self._by_queue[queue_id].add(waiter)
+        return waiter
+
+    def discard(self, queue_id: int, waiter: asyncio.Future) -> None:
+        waiters = self._by_queue.get(queue_id)
+        if waiters is not None:
+            waiters.discard(waiter)
+            if not waiters:
+                del self._by_queue[queue_id]
+
+    async def wait(self, waiter: asyncio.Future, wake_ms: int, real_deadline: float) -> None:
+        """Until notified, the clock reaches `wake_ms`, or the loop's time reaches `real_deadline`."""
+        def wake() -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        timer = self._clock.call_at(wake_ms, wake)
+        real_timer = self._loop.call_at(real_deadline, wake)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            real_timer.cancel()
+
+    def notify(self, queue_id: int) -> None:
+        """Wake the queue's long polls to claim again."""
+        for waiter in self._by_queue.get(queue_id, ()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def close(self) -> None:
+        """Answer every long poll now and accept no new waits."""
+        self.closed = True
+        for waiters in self._by_queue.values():
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
