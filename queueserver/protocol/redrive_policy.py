@@ -40,10 +40,11 @@ def check_redrive_policy(engine: QueueEngine, ctx: RequestContext, source_name: 
     if "maxReceiveCount" not in policy:
         raise _invalid("RedrivePolicy", value, "Redrive policy does not contain mandatory attribute: maxReceiveCount.")
     raw_count = policy["maxReceiveCount"]
-    try:
-        count = int(raw_count) if not isinstance(raw_count, bool) else 0
-    except (TypeError, ValueError):
-        count = 0
+    count = 0
+    if isinstance(raw_count, int) and not isinstance(raw_count, bool):
+        count = raw_count
+    elif isinstance(raw_count, str) and raw_count.strip().isdigit():
+        count = int(raw_count)
     if not 1 <= count <= MAX_RECEIVE_COUNT:
         raise _invalid("RedrivePolicy", value,
                        f"Invalid value for maxReceiveCount: {raw_count}, valid values are from 1 to {MAX_RECEIVE_COUNT} both inclusive.")

@@ -103,8 +103,8 @@ class QueueEngine:
         return None if key is None else self._queues.get(key)
 
     def list_queues(self, region: str, account: str, prefix: str = "") -> list[Queue]:
-        found = [q for q in self._queues.values()
-                 if q.region == region and q.account == account and q.name.startswith(prefix)]
+        snapshot = list(self._queues.values())  # the database thread may add one meanwhile
+        found = [q for q in snapshot if q.region == region and q.account == account and q.name.startswith(prefix)]
         return sorted(found, key=lambda q: q.name)
 
     async def create_queue(self, region: str, account: str, name: str, fifo: bool,
@@ -156,7 +156,8 @@ class QueueEngine:
         def update(tx: Transaction) -> Queue:
             current = self._require(queue)
             attributes, tags = change(dict(current.attributes), dict(current.tags))
-            updated = queue_store.update(tx.conn, queue.id, attributes, tags, now)
+            modified_at = now if attributes != current.attributes else current.modified_at_ms  # tags are not attributes
+            updated = queue_store.update(tx.conn, queue.id, attributes, tags, modified_at)
             self._queues[queue.key] = updated
             tx.on_rollback(lambda: self._queues.__setitem__(queue.key, current))
             return updated

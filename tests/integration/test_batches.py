@@ -80,14 +80,17 @@ def test_a_bad_entry_fails_alone_while_the_others_are_sent(sqs, queue_url):
         {"Id": "good1", "MessageBody": "fine"},
         {"Id": "badchars", "MessageBody": "nul\x00here"},
         {"Id": "baddelay", "MessageBody": "x", "DelaySeconds": 901},
+        {"Id": "badattr", "MessageBody": "x", "MessageAttributes": {
+            "AWS.reserved": {"DataType": "String", "StringValue": "v"}}},
         {"Id": "good2", "MessageBody": "also fine"},
     ])
     assert resp["ResponseMetadata"]["HTTPStatusCode"] == 200
     assert {s["Id"] for s in resp["Successful"]} == {"good1", "good2"}
     failed = _failed_by_id(resp)
-    assert set(failed) == {"badchars", "baddelay"}
+    assert set(failed) == {"badchars", "baddelay", "badattr"}
     _assert_failed(failed["badchars"], "InvalidMessageContents")
     _assert_failed(failed["baddelay"], "InvalidParameterValue")
+    _assert_failed(failed["badattr"], "InvalidParameterValue")
     assert sorted(m["Body"] for m in receive_all(sqs, queue_url)) == ["also fine", "fine"]
 
 

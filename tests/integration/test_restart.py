@@ -170,7 +170,12 @@ def test_every_acknowledged_send_survives_a_sigkill_under_load_and_no_deleted_me
     threads.append(threading.Thread(target=consumer, daemon=True))
     for t in threads:
         t.start()
-    time.sleep(1.5)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # let the load build up, then pull the plug
+        with lock:
+            if len(acked_sends) >= 150 and len(acked_deletes) >= 20:
+                break
+        time.sleep(0.01)
     first.kill()
     stop.set()
     for t in threads:

@@ -144,6 +144,15 @@ def test_extending_visibility_up_to_12_hours_from_the_receive_is_allowed(sqs, qu
     assert counts(sqs, queue_url) == Counts(0, 1, 0)
 
 
+def test_change_message_visibility_to_12_hours_right_after_the_receive_is_allowed(
+        sqs, queue_url, clock):
+    msg = _one(sqs, queue_url, VisibilityTimeout=60)
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=msg["ReceiptHandle"],
+                                  VisibilityTimeout=43200)
+    clock.advance(3600)
+    assert receive(sqs, queue_url) == []
+
+
 def test_a_visibility_of_12_hours_on_receive_is_allowed(sqs, queue_url, clock):
     _one(sqs, queue_url, VisibilityTimeout=43200)
     clock.advance(3600)
