@@ -11,8 +11,9 @@ exceptions, paginators) is botocore's own.
 
 With `json_compatible` (the default) a parsed response also carries what botocore's JSON client
 gives, so one test body's assertions hold over both protocols:
-- required list members that XML cannot send empty (a flattened list with no items has no
-  element): `Successful`/`Failed` of the batches, `queueUrls` of ListDeadLetterSourceQueues, as [];
+- list members that XML cannot send empty (a flattened list with no items has no element) but
+  JSON does: the model's required lists (`Successful`/`Failed` of the batches, `queueUrls` of
+  ListDeadLetterSourceQueues) and the `Results` of ListMessageMoveTasks, as [];
 - `Error.QueryErrorCode`: the modeled shape name whose legacy code the server sent (the JSON
   client reads it from `__type`; Query sends only the legacy code, which stays in `Error.Code`).
 """
@@ -27,6 +28,8 @@ import botocore.session
 from botocore.config import Config
 
 QUERY_MODEL_DIR = Path(__file__).resolve().parent / "query" / "data"
+# Lists the server's JSON always carries, even empty, that the model does not mark required.
+ALWAYS_LISTED = {"ListMessageMoveTasks": ("Results",)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -64,6 +67,6 @@ def _like_json(parsed: dict[str, Any], model: Any, shapes_by_code: dict[str, str
     output = model.output_shape
     if output is None:
         return
-    for name in output.required_members:
+    for name in (*output.required_members, *ALWAYS_LISTED.get(model.name, ())):
         if name not in parsed and output.members[name].type_name == "list":
             parsed[name] = []

@@ -11,7 +11,7 @@ flattened lists, `<Attribute><Name/><Value/></Attribute>` maps, `<{Action}Result
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl
 
 from queueserver import errors
@@ -38,6 +38,7 @@ _LISTS = {
     "StringListValue": "StringListValues",
     "BinaryListValue": "BinaryListValues",
 }
+_LIST_ITEMS_SENT = frozenset(_LISTS)
 _LISTS.update({member: member for member in list(_LISTS.values())})
 
 # `Entry.N.Member` → the JSON `Entries` list of structures.
@@ -45,11 +46,13 @@ _ENTRIES = frozenset({"SendMessageBatchRequestEntry", "DeleteMessageBatchRequest
                       "ChangeMessageVisibilityBatchRequestEntry", "Entries"})
 
 
-class _Map:
+class _Map(NamedTuple):
     """A flattened map: `Head.N.<key>` and `Head.N.<value>` (the value a structure or a string)."""
 
-    def __init__(self, member: str, key: str, value: str, structured: bool) -> None:
-        self.member, self.key, self.value, self.structured = member, key, value, structured
+    member: str
+    key: str
+    value: str
+    structured: bool
 
 
 _MAPS = {
@@ -60,7 +63,7 @@ _MAPS = {
 }
 _MAPS.update({m.member: m for m in list(_MAPS.values())})
 
-# A list sent empty: botocore's query serializer writes `AttributeNames=` (or `Entries=`).
+# A list sent empty: botocore's query serializer writes `AttributeNames=` (or `Entries=`); a map alike.
 _EMPTY = {**{member: list for member in _LISTS.values()}, "Entries": list,
           **{shape.member: dict for shape in _MAPS.values()}}
 
@@ -101,10 +104,15 @@ def _structure(fields: dict[str, str]) -> dict[str, Any]:
     groups: dict[str, dict[int, dict[str, str]]] = {}
     for name, value in fields.items():
         head, dot, rest = name.partition(".")
-        if dot and (head in _LISTS or head in _ENTRIES or head in _MAPS):
+        if head in _LISTS or head in _ENTRIES or head in _MAPS:
             index, _, tail = rest.partition(".")
-            if index.isascii() and index.isdigit():
+            if dot and index.isascii() and index.isdigit():
                 groups.setdefault(head, {}).setdefault(int(index), {})[tail] = value
+                continue
+            if (dot and head in _MAPS) or (not dot and head in _LIST_ITEMS_SENT):
+                # unnumbered, as older API versions wrote it: `Attribute.Name=…&Attribute.Value=…`,
+                # `AttributeName=All`; it comes first
+                groups.setdefault(head, {}).setdefault(0, {})[rest] = value
                 continue
         if name in _ENVELOPE or name.startswith("X-Amz-"):
             continue
