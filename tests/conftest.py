@@ -25,6 +25,7 @@ INTEGRATION_DIR = Path(__file__).resolve().parent / "integration"
 if str(INTEGRATION_DIR) not in sys.path:
     sys.path.insert(0, str(INTEGRATION_DIR))
 
+from query_client import make_query_client  # noqa: E402
 from sqs_testkit import ClockControl, unique_queue_name  # noqa: E402
 
 READY_TIMEOUT_S = 15.0
@@ -157,9 +158,15 @@ def boto_session() -> boto3.session.Session:
                                  region_name="us-east-1")
 
 
-@pytest.fixture(scope="session")
-def make_client(boto_session: boto3.session.Session) -> Any:
-    """make_client(endpoint, region="us-east-1", **config_kwargs) -> boto3 SQS client."""
+@pytest.fixture(scope="session", params=["json", "query"])
+def make_client(request: pytest.FixtureRequest, boto_session: boto3.session.Session) -> Any:
+    """make_client(endpoint, region="us-east-1", **config_kwargs) -> an SQS client.
+
+    Parametrised over both wire protocols: every test that talks through it runs once with
+    boto3's AWS JSON 1.0 client and once with a botocore client speaking Query/XML.
+    """
+    if request.param == "query":
+        return make_query_client
 
     def factory(endpoint: str, region: str = "us-east-1", **config_kwargs: Any) -> Any:
         config = Config(retries={"max_attempts": 1}, connect_timeout=5, read_timeout=45,

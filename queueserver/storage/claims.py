@@ -7,7 +7,8 @@ the consecutive visible messages of the groups they reach.
 
 A message whose receive count has reached the queue's maxReceiveCount is moved to
 the dead-letter queue instead of being delivered, by the receive that would have
-delivered it, in the same transaction: a crash leaves it in exactly one queue.
+delivered it, in the same transaction: a crash leaves it in exactly one queue. A
+move rotates the receipt token, so no handle from before the move works after it.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ LIMIT :n
 """
 _CLAIM_STANDARD = f"UPDATE messages {_SET_CLAIMED} WHERE id IN ({_WINDOW}) {_RETURNING}"
 _MOVE_STANDARD = f"""
-UPDATE messages SET queue_id = :dead_letter_queue_id, visible_at_ms = :now
+UPDATE messages SET queue_id = :dead_letter_queue_id, visible_at_ms = :now, receipt_token = random()
 WHERE id IN ({_WINDOW.replace("receive_count < :max_receive_count", "receive_count >= :max_receive_count")})
 RETURNING id
 """
@@ -125,7 +126,7 @@ def claim_fifo(conn: sqlite3.Connection, claim: Claim, in_flight_limit: int) -> 
                 break
     if to_move:
         assert dead_letter is not None
-        conn.executemany("UPDATE messages SET queue_id = ?, visible_at_ms = ? WHERE id = ?",
+        conn.executemany("UPDATE messages SET queue_id = ?, visible_at_ms = ?, receipt_token = random() WHERE id = ?",
                          [(dead_letter.queue_id, now, row_id) for row_id in to_move])
         _mark_dead_lettered(conn, to_move, dead_letter, now)
     return _in_group_order(_claim_ids(conn, claim, chosen)), len(to_move)
@@ -175,7 +176,7 @@ def claim_fair(conn: sqlite3.Connection, claim: Claim) -> tuple[list[ClaimedRow]
         depth += 1
     if to_move:
         assert dead_letter is not None
-        conn.executemany("UPDATE messages SET queue_id = ?, visible_at_ms = ? WHERE id = ?",
+        conn.executemany("UPDATE messages SET queue_id = ?, visible_at_ms = ?, receipt_token = random() WHERE id = ?",
                          [(dead_letter.queue_id, now, row_id) for row_id in to_move])
         _mark_dead_lettered(conn, to_move, dead_letter, now)
     return _claim_ids(conn, claim, chosen), len(to_move)

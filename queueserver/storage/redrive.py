@@ -143,7 +143,7 @@ class Redriver:
             moves.append((destination.id, now, now if destination.fifo else None, row_id))
         # Back to a fresh start: a redriven message is received as if sent anew, but keeps its MessageId.
         conn.executemany(
-            "UPDATE messages SET queue_id = ?, visible_at_ms = ?, enqueued_at_ms = coalesce(?, enqueued_at_ms),"
+            "UPDATE messages SET queue_id = ?, visible_at_ms = ?, enqueued_at_ms = coalesce(?, enqueued_at_ms), receipt_token = random(),"
             " receive_count = 0, first_received_at_ms = 0, received_at_ms = 0 WHERE id = ?", moves)
         conn.executemany("UPDATE message_bodies SET dead_letter_source_arn = NULL WHERE id = ?",
                          [(m[3],) for m in moves])
