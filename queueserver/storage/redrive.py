@@ -114,7 +114,7 @@ class Redriver:
 
     def _step(self, tx: Transaction, task_id: int) -> tuple[str, set[int], int, int | None]:
         conn = tx.conn
-        (_, status, _, destination_arn, rate, _, _, _, _, _, source_id, last_row_id) = conn.execute(
+        (_, status, source_arn, destination_arn, rate, _, _, _, _, _, source_id, last_row_id) = conn.execute(
             f"SELECT {_COLUMNS} FROM move_tasks WHERE id = ?", (task_id,)).fetchone()
         if status == "CANCELLING":
             conn.execute("UPDATE move_tasks SET status = 'CANCELLED' WHERE id = ?", (task_id,))
@@ -123,10 +123,13 @@ class Redriver:
             return status, set(), 0, rate
         now = self._clock.now_ms()
         step_size = max(1, min(CHUNK, rate // 10)) if rate else CHUNK  # ~10 paced steps a second
+        source = self._find_queue(source_arn)
+        cutoff = now - source.retention_seconds * 1000 if source else now  # expired ones stay to be swept
         rows = conn.execute(
             "SELECT m.id, b.dead_letter_source_arn FROM messages m JOIN message_bodies b ON b.id = m.id"
-            " WHERE m.queue_id = ? AND m.id <= ? AND m.visible_at_ms <= ? ORDER BY m.id LIMIT ?",
-            (source_id, last_row_id, now, step_size)).fetchall()
+            " WHERE m.queue_id = ? AND m.id <= ? AND m.visible_at_ms <= ? AND m.enqueued_at_ms > ?"
+            " ORDER BY m.id LIMIT ?",
+            (source_id, last_row_id, now, cutoff, step_size)).fetchall()
         if not rows:
             conn.execute("UPDATE move_tasks SET status = 'COMPLETED' WHERE id = ?", (task_id,))
             return "COMPLETED", set(), 0, rate
