@@ -34,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     backup.add_argument("--db", default=defaults.db_path, help="the database to copy")
     check = commands.add_parser("check", help="integrity check, schema version and messages per queue")
     check.add_argument("--db", default=defaults.db_path, help="the database to check")
+    from queueserver.consumer.cli import add_arguments as add_worker_arguments
+
+    add_worker_arguments(commands.add_parser("worker", help="consume a queue with a Python handler"))
     return parser
 
 
@@ -41,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=getattr(args, "log_level", "warning").upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "worker":
+        from queueserver.consumer.cli import run as run_worker
+
+        return run_worker(args)
     if args.command == "serve":
         from queueserver.server import run
         from queueserver.storage.database import StartupError

@@ -1,0 +1,81 @@
+"""A worker's options, checked once, in one frozen value shared by its parts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from queueserver.consumer.policies import (
+    MAX_VISIBILITY_SECONDS,
+    FailurePolicy,
+    LeaveToExpire,
+)
+
+MAX_WAIT_TIME_SECONDS = 20
+MAX_RECEIVE_MESSAGES = 10
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """See `Worker` for what each option does; the checks here say which combinations work."""
+
+    queue_url: str
+    max_concurrency: int = 10
+    visibility_timeout: int = 30
+    extension_threshold: float = 5.0
+    heartbeat_interval: float | None = 1.0
+    wait_time_seconds: int = 20
+    max_messages: int = 10
+    prefetch: int = 0
+    failure_policy: FailurePolicy = field(default_factory=LeaveToExpire)
+    shutdown_grace_period: float = 25.0
+    fifo: bool | None = None
+    message_attribute_names: tuple[str, ...] = ("All",)
+    system_attribute_names: tuple[str, ...] = ("All",)
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.max_concurrency, int) and self.max_concurrency >= 1,
+               "max_concurrency must be at least 1")
+        _check(isinstance(self.visibility_timeout, int) and 1 <= self.visibility_timeout <= MAX_VISIBILITY_SECONDS,
+               f"visibility_timeout must be a whole number of seconds, 1..{MAX_VISIBILITY_SECONDS}")
+        _check(isinstance(self.wait_time_seconds, int) and 0 <= self.wait_time_seconds <= MAX_WAIT_TIME_SECONDS,
+               f"wait_time_seconds must be a whole number of seconds, 0..{MAX_WAIT_TIME_SECONDS}")
+        _check(isinstance(self.max_messages, int) and 1 <= self.max_messages <= MAX_RECEIVE_MESSAGES,
+               f"max_messages must be 1..{MAX_RECEIVE_MESSAGES}")
+        _check(self.prefetch >= 0, "prefetch must be >= 0")
+        _check(self.shutdown_grace_period >= 0, "shutdown_grace_period must be >= 0")
+        if self.heartbeat_on:
+            assert self.heartbeat_interval is not None
+            _check(0 < self.extension_threshold <= self.visibility_timeout,
+                   f"extension_threshold must be > 0 and at most visibility_timeout ({self.visibility_timeout} s)")
+            _check(0 < self.heartbeat_interval < self.extension_threshold,
+                   "heartbeat_interval must be below extension_threshold, or a message could expire "
+                   "between two heartbeats")
+        if self.fifo is None:  # SQS requires the suffix on every FIFO queue name
+            object.__setattr__(self, "fifo", self.queue_url.endswith(".fifo"))
+
+    @property
+    def heartbeat_on(self) -> bool:
+        return bool(self.heartbeat_interval)
+
+    @property
+    def is_fifo(self) -> bool:
+        return bool(self.fifo)
+
+    @property
+    def capacity(self) -> int:
+        """Messages held at once: running, plus prefetched waiting for a slot."""
+        return self.max_concurrency + self.prefetch
+
+    def receive_kwargs(self) -> dict[str, object]:
+        """ReceiveMessage's parameters, but for MaxNumberOfMessages (which depends on free room)."""
+        system = list(self.system_attribute_names)
+        if "All" not in system:  # the worker itself needs these two
+            system += [n for n in ("ApproximateReceiveCount", "MessageGroupId") if n not in system]
+        return {"QueueUrl": self.queue_url, "VisibilityTimeout": self.visibility_timeout,
+                "WaitTimeSeconds": self.wait_time_seconds, "MessageSystemAttributeNames": system,
+                "MessageAttributeNames": list(self.message_attribute_names)}
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)

@@ -1,0 +1,174 @@
+"""Helpers of the worker tests: a real queueserver process, its test clock, the worker's clocks, waits.
+
+Two servers per session: one on the manual test clock (most tests move it instead of
+sleeping) and one on the real clock, for the heartbeat test that runs on real time.
+The worker's own clock can be a `LockstepClock`, moved together with the server's
+test clock, so minutes of visibility pass in milliseconds and deterministically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import queue as queue_module
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from queueserver.clock import Cancellable, ManualClock
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+READY_TIMEOUT_S = 20.0
+WAIT_TIMEOUT_S = 15.0  # a guard against hanging, never a claim about speed
+
+
+class Server:
+    """A `python -m queueserver serve` child process on a free loopback port."""
+
+    def __init__(self, db: Path, *extra: str) -> None:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+        self.stderr_path = db.with_suffix(".stderr.log")
+        self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "queueserver", "serve", "--port", "0", "--db", str(db), *extra],
+            cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr)
+        lines: queue_module.Queue[str] = queue_module.Queue()
+        self._reader = threading.Thread(target=self._read_stdout, args=(lines,), daemon=True)
+        self._reader.start()
+        try:
+            first = lines.get(timeout=READY_TIMEOUT_S)
+        except queue_module.Empty:
+            first = ""
+        if not first.startswith("READY "):
+            self.stop()
+            pytest.fail(f"queueserver did not get ready (first line {first!r}):\n{self.stderr_path.read_text()}")
+        self.endpoint = first.split(" ", 1)[1].strip()
+
+    def _read_stdout(self, lines: queue_module.Queue[str]) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            lines.put(raw.decode("utf-8", "replace"))
+        lines.put("")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._reader.join(timeout=5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._stderr.close()
+
+
+class ServerClock:
+    """The test-clock server's manual clock, moved through /_queueserver/clock."""
+
+    def __init__(self, endpoint: str) -> None:
+        self._url = endpoint.rstrip("/") + "/_queueserver/clock"
+
+    def advance(self, seconds: float) -> int:
+        request = urllib.request.Request(self._url, data=json.dumps({"advance_seconds": seconds}).encode(),
+                                         method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(json.loads(response.read())["now_ms"])
+
+
+class ThreadSafeManualClock:
+    """A ManualClock for a worker whose loop runs in another thread.
+
+    ManualClock's timers must be touched on the event loop's thread, so `advance`
+    hands the move to the worker's loop (learned from its first call_at) and waits.
+    """
+
+    def __init__(self) -> None:
+        self._inner = ManualClock(start_ms=1_000_000)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def now_ms(self) -> int:
+        return self._inner.now_ms()
+
+    def call_at(self, at_ms: int, callback: Callable[[], None]) -> Cancellable:
+        self._loop = asyncio.get_running_loop()
+        return self._inner.call_at(at_ms, callback)
+
+    def advance(self, seconds: float) -> None:
+        ms = round(seconds * 1000)
+        if self._loop is None or self._loop.is_closed():
+            self._inner.advance(ms)
+            return
+        done: concurrent.futures.Future[int] = concurrent.futures.Future()
+        self._loop.call_soon_threadsafe(lambda: done.set_result(self._inner.advance(ms)))
+        done.result(timeout=WAIT_TIMEOUT_S)
+
+
+class LockstepClock(ThreadSafeManualClock):
+    """The worker's clock, moved together with the server's: server first, so an extension
+    the worker sends after the move lands at the matching server time."""
+
+    def __init__(self, server_clock: ServerClock) -> None:
+        super().__init__()
+        self._server_clock = server_clock
+
+    def advance_both(self, seconds: float) -> None:
+        self._server_clock.advance(seconds)
+        self.advance(seconds)
+
+
+def wait_for(predicate: Callable[[], Any], what: str, timeout: float = WAIT_TIMEOUT_S) -> Any:
+    """Poll until `predicate()` is truthy; fail (never hang) if it is not within `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def receive_now(client: Any, queue_url: str, **kwargs: Any) -> list[dict[str, Any]]:
+    """What a second consumer gets right now (no long poll)."""
+    kwargs.setdefault("MaxNumberOfMessages", 10)
+    kwargs.setdefault("MessageSystemAttributeNames", ["All"])
+    return list(client.receive_message(QueueUrl=queue_url, WaitTimeSeconds=0, **kwargs).get("Messages", []))
+
+
+def queue_counts(client: Any, queue_url: str) -> tuple[int, int]:
+    """(visible, in flight) messages of a queue."""
+    attributes = client.get_queue_attributes(
+        QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]), int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+
+def send_bodies(client: Any, queue_url: str, bodies: list[str], **kwargs: Any) -> None:
+    for body in bodies:
+        client.send_message(QueueUrl=queue_url, MessageBody=body, **kwargs)
+
+
+def queue_factory(client: Any) -> Callable[..., str]:
+    def make(attributes: dict[str, str] | None = None, fifo: bool = False, name: str = "q") -> str:
+        queue_name = f"{name}-{uuid.uuid4().hex[:10]}" + (".fifo" if fifo else "")
+        attrs = dict(attributes or {})
+        if fifo:
+            attrs.setdefault("FifoQueue", "true")
+            attrs.setdefault("ContentBasedDeduplication", "true")
+        return str(client.create_queue(QueueName=queue_name, Attributes=attrs)["QueueUrl"])
+
+    return make
