@@ -160,3 +160,24 @@ class MoveTask:
     to_move: int
     failure_reason: str | None
     started_at_ms: int
+
+
+@dataclass(frozen=True)
+class BrowsedMessage:
+    """A message seen without receiving it (the browse extension): no receipt handle, no count change."""
+
+    position: int  # its place in the queue; browsing resumes after it
+    message_id: str
+    body: str
+    md5_of_body: str
+    attributes: dict[str, dict[str, Any]] | None
+    sent_at_ms: int
+    sender_id: str
+    receive_count: int
+    first_received_at_ms: int
+    state: str  # "visible", "in_flight" or "delayed"
+    trace_header: str | None = None
+    group_id: str | None = None
+    deduplication_id: str | None = None
+    sequence_number: str | None = None
+    dead_letter_source_arn: str | None = None

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable
 from urllib.parse import unquote
 
 from queueserver import errors
-from queueserver.protocol import json_wire, message_actions as m, query_wire, queue_actions as q, redrive_actions as r
+from queueserver.protocol import extension_actions, json_wire, message_actions as m, query_wire, queue_actions as q, redrive_actions as r
 from queueserver.protocol.error_codes import wire_error
 from queueserver.protocol.params import RequestContext
 from queueserver.storage import QueueEngine
@@ -47,6 +47,7 @@ ACTIONS: dict[str, Handler] = {
     "StartMessageMoveTask": r.start_message_move_task,
     "ListMessageMoveTasks": r.list_message_move_tasks,
     "CancelMessageMoveTask": r.cancel_message_move_task,
+    extension_actions.BROWSE_ACTION: extension_actions.browse_messages,
 }
 
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/,\s]+)/")

@@ -17,7 +17,7 @@ from typing import Callable
 from queueserver import errors, limits
 from queueserver.clock import Clock
 from queueserver.models import (
-    EntryOutcome, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage, VisibilityChange, parse_arn,
+    BrowsedMessage, EntryOutcome, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage, VisibilityChange, parse_arn,
     sequence_number,
 )
 from queueserver.storage import claims, message_store, queue_store
@@ -284,6 +284,23 @@ class QueueEngine:
         outcomes = await self._db.run(change)
         self._notify(queue.id)
         return outcomes
+
+    async def browse_messages(self, queue: Queue, after: int, limit: int) -> list[BrowsedMessage]:
+        """The queue's messages in send order, read without receiving them (an extension to SQS)."""
+        now = self._clock.now_ms()
+        rows = await self._db.run(
+            lambda tx: message_store.browse(tx.conn, self._require(queue).id, after, limit, self._cutoff(queue, now)))
+        browsed = []
+        for (row_id, visible_at, receive_count, first_received, group_id, message_id, body, md5, attributes,
+             trace_header, sent_at, sender_id, deduplication_id, source_arn) in rows:
+            state = "visible" if visible_at <= now else "in_flight" if receive_count > 0 else "delayed"
+            browsed.append(BrowsedMessage(
+                position=row_id, message_id=message_id, body=body, md5_of_body=md5, attributes=_loads(attributes),
+                sent_at_ms=sent_at, sender_id=sender_id, receive_count=receive_count,
+                first_received_at_ms=first_received, state=state, trace_header=trace_header, group_id=group_id,
+                deduplication_id=deduplication_id, dead_letter_source_arn=source_arn,
+                sequence_number=sequence_number(row_id) if queue.fifo else None))
+        return browsed
 
     # -- on the database thread ----------------------------------------------
 

@@ -149,6 +149,17 @@ def counts(conn: sqlite3.Connection, queue_id: int, now_ms: int, cutoff_ms: int)
     return QueueCounts(visible=int(row[0]), in_flight=int(row[1]), delayed=int(row[2]))
 
 
+def browse(conn: sqlite3.Connection, queue_id: int, after_row_id: int, limit: int, cutoff_ms: int) -> list[tuple]:
+    """Unexpired messages in send order after a row, with their payloads; changes nothing."""
+    return conn.execute(
+        "SELECT m.id, m.visible_at_ms, m.receive_count, m.first_received_at_ms, m.group_id,"
+        " b.message_id, b.body, b.md5_of_body, b.attributes, b.trace_header, b.sent_at_ms, b.sender_id,"
+        " b.deduplication_id, b.dead_letter_source_arn"
+        " FROM messages m JOIN message_bodies b ON b.id = m.id"
+        " WHERE m.queue_id = ? AND m.id > ? AND m.enqueued_at_ms > ? ORDER BY m.id LIMIT ?",
+        (queue_id, after_row_id, cutoff_ms, limit)).fetchall()
+
+
 def delete_all(conn: sqlite3.Connection, queue_id: int) -> int:
     return conn.execute("DELETE FROM messages WHERE queue_id = ?", (queue_id,)).rowcount
 
