@@ -21,8 +21,9 @@ CREATE TABLE queues (
 
 -- Narrow and hot: the claim rewrites these rows, so the payload lives apart.
 -- The row id is also the message's place in its queue: FIFO order and SequenceNumber.
+-- AUTOINCREMENT: ids of deleted messages are never handed out again, even after a restart.
 CREATE TABLE messages (
-    id                   INTEGER PRIMARY KEY,
+    id                   INTEGER PRIMARY KEY AUTOINCREMENT,
     queue_id             INTEGER NOT NULL,
     visible_at_ms        INTEGER NOT NULL,
     enqueued_at_ms       INTEGER NOT NULL,  -- retention counts from here
@@ -35,10 +36,14 @@ CREATE TABLE messages (
 
 CREATE INDEX messages_by_visibility ON messages (queue_id, visible_at_ms, id);
 CREATE INDEX messages_by_enqueue ON messages (queue_id, enqueued_at_ms);
--- FIFO queues walk their messages in send order; fair queues look group by group.
--- Both are partial: messages without a group (most standard traffic) pay for neither.
-CREATE INDEX messages_in_send_order ON messages (queue_id, id) WHERE group_id IS NOT NULL;
-CREATE INDEX messages_by_group ON messages (queue_id, group_id, visible_at_ms, id) WHERE group_id IS NOT NULL;
+-- Messages with a group (FIFO and fair queues) are also found group by group: FIFO
+-- queues look at the front of the queue in send order to find groups, then take each
+-- group's messages in order; fair queues take each group's visible messages in turn.
+-- All three are partial: messages without a group (most standard traffic) pay for none.
+CREATE INDEX messages_in_send_order ON messages (queue_id, id, group_id) WHERE group_id IS NOT NULL;
+CREATE INDEX messages_by_group ON messages (queue_id, group_id, id) WHERE group_id IS NOT NULL;
+CREATE INDEX messages_by_group_visibility ON messages (queue_id, group_id, visible_at_ms, id)
+    WHERE group_id IS NOT NULL;
 
 -- Written once at send, read by id after the claim.
 CREATE TABLE message_bodies (

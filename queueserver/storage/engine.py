@@ -20,7 +20,7 @@ from queueserver.models import (
     BrowsedMessage, EntryOutcome, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage, VisibilityChange, parse_arn,
     sequence_number,
 )
-from queueserver.storage import claims, message_store, queue_store
+from queueserver.storage import claims, group_claims, message_store, queue_store
 from queueserver.storage.database import Database, Transaction, open_file
 from queueserver.storage.migrations import migrate
 from queueserver.storage.receipts import ReceiptSigner
@@ -47,6 +47,7 @@ class QueueEngine:
         self._in_flight_limit = in_flight_limit
         self._fifo_in_flight_limit = fifo_in_flight_limit
         self._at_in_flight_limit: set[int] = set()
+        self._fair_cursors: dict[int, str] = {}  # where each fair queue's next receive starts
         self._deleted_at: dict[tuple[str, str, str], int] = {}
         self._purged_at: dict[int, int] = {}
         self._waiters = Waiters(clock, asyncio.get_running_loop())
@@ -319,7 +320,7 @@ class QueueEngine:
         claim = claims.Claim(queue.id, n, now, visible_at, self._cutoff(current, now),
                              self._dead_letter_target(current))
         if current.fifo:
-            rows, moved = claims.claim_fifo(tx.conn, claim, self._fifo_in_flight_limit)
+            rows, moved = group_claims.claim_fifo(tx.conn, claim, self._fifo_in_flight_limit)
         else:
             if claims.in_flight(tx.conn, queue.id, now, self._in_flight_limit) >= self._in_flight_limit:
                 self._at_in_flight_limit.add(queue.id)
@@ -328,8 +329,9 @@ class QueueEngine:
                         f"The maximum number of in flight messages ({self._in_flight_limit}) has been reached.")
                 return [], message_store.next_visible_at(tx.conn, queue.id, now), None
             self._at_in_flight_limit.discard(queue.id)
-            if claims.has_groups(tx.conn, queue.id):
-                rows, moved = claims.claim_fair(tx.conn, claim)
+            if group_claims.has_groups(tx.conn, queue.id):
+                rows, moved, self._fair_cursors[queue.id] = group_claims.claim_fair(
+                    tx.conn, claim, self._fair_cursors.get(queue.id, ""))
             else:
                 rows, moved = claims.claim_standard(tx.conn, claim)
         moved_to = claim.dead_letter.queue_id if moved and claim.dead_letter else None

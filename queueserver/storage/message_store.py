@@ -30,8 +30,10 @@ _BODIES = (
 
 
 def highest_row_id(conn: sqlite3.Connection) -> int:
+    """The highest message row id ever used (sqlite_sequence keeps it past deletes)."""
     row = conn.execute(
-        "SELECT max(coalesce((SELECT max(id) FROM messages), 0), coalesce((SELECT max(id) FROM message_bodies), 0))"
+        "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0),"
+        " coalesce((SELECT max(id) FROM messages), 0))"
     ).fetchone()
     return int(row[0])
 
