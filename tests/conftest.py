@@ -169,7 +169,7 @@ def make_client(request: pytest.FixtureRequest, boto_session: boto3.session.Sess
         return make_query_client
 
     def factory(endpoint: str, region: str = "us-east-1", **config_kwargs: Any) -> Any:
-        config = Config(retries={"max_attempts": 1}, connect_timeout=5, read_timeout=45,
+        config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=45,
                         **config_kwargs)
         return boto_session.client("sqs", region_name=region, endpoint_url=endpoint,
                                    aws_access_key_id="test", aws_secret_access_key="test",

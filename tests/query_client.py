@@ -46,7 +46,7 @@ def query_session() -> botocore.session.Session:
 def make_query_client(endpoint: str, region: str = "us-east-1", *, json_compatible: bool = True,
                       **config_kwargs: Any) -> Any:
     """An SQS client speaking Query/XML to `endpoint` (config_kwargs go to botocore's Config)."""
-    config = Config(retries={"max_attempts": 1}, connect_timeout=5, read_timeout=45, **config_kwargs)
+    config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=45, **config_kwargs)
     client = query_session().create_client(
         "sqs", region_name=region, endpoint_url=endpoint,
         aws_access_key_id="test", aws_secret_access_key="test", config=config)

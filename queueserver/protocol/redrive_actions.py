@@ -31,7 +31,7 @@ async def list_dead_letter_source_queues(engine: QueueEngine, ctx: RequestContex
 
 def _queue_by_arn(engine: QueueEngine, ctx: RequestContext, arn: str, parameter: str) -> Queue:
     queue = engine.find_queue_by_arn(arn)
-    if queue is None or queue.account != ctx.account:
+    if queue is None or queue.account != ctx.account or queue.region != ctx.region:
         raise errors.ResourceNotFound(f"The resource that you specified for the {parameter} parameter doesn't exist.")
     return queue
 

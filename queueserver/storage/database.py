@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 MIN_SQLITE = (3, 37, 0)  # STRICT tables
+IDLE_CHECK_SECONDS = 1.0
 _STOP = object()
 
 
@@ -79,9 +80,10 @@ def connect(path: str) -> sqlite3.Connection:
     return conn
 
 
+_READ_ONLY = "the database file or its folder is read-only"
 _ADVICE = {
     "the disk is full": "free some disk space and start again",
-    "the database file or its folder is read-only": "make the file and its folder writable by this user",
+    _READ_ONLY: "make the file and its folder writable by this user",
     "the database is locked by another process": "stop the process that holds the lock and start again",
     "the database file is corrupted": (
         "restore it from a copy made with `queueserver backup`, or move it away to start with an empty store"),
@@ -94,16 +96,28 @@ def open_file(path: str, prepare: Callable[[sqlite3.Connection], object]) -> tup
     An advisory lock on PATH.lock keeps a second queueserver off the same file: two
     servers would each believe they are the only writer.
     """
-    lock = open(f"{path}.lock", "a+")  # noqa: SIM115 - held for the server's lifetime
+    if not os.path.exists(path) and os.path.exists(f"{path}-wal"):
+        raise StartupError(
+            f"cannot open the database {path}: the file is missing but its write-ahead log {path}-wal is there, "
+            f"so the database was deleted; restore it from a copy made with `queueserver backup`, or remove "
+            f"{path}-wal and {path}-shm to start with an empty store")
+    try:
+        lock = open(f"{path}.lock", "a+")  # noqa: SIM115 - held for the server's lifetime
+    except OSError as exc:
+        raise StartupError(f"cannot open the database {path}: {_READ_ONLY}: cannot create {path}.lock "
+                           f"({exc.strerror}); {_ADVICE[_READ_ONLY]}") from exc
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock.close()
         raise StartupError(f"another queueserver is already serving {path}; stop it first") from None
     try:
+        if os.statvfs(os.path.dirname(os.path.abspath(path))).f_flag & os.ST_RDONLY:
+            raise sqlite3.OperationalError("attempt to write a readonly database (read-only file system)")
         conn = connect(path)
         try:
             prepare(conn)
+            _probe_write(conn)
         except BaseException:
             conn.close()
             raise
@@ -112,10 +126,24 @@ def open_file(path: str, prepare: Callable[[sqlite3.Connection], object]) -> tup
         reason = describe(exc)
         advice = _ADVICE.get(reason, "check the file and start again")
         raise StartupError(f"cannot open the database {path}: {reason} ({exc}); {advice}") from exc
+    except StartupError as exc:
+        lock.close()
+        raise StartupError(f"cannot open the database {path}: {exc}") from exc
     except BaseException:
         lock.close()
         raise
     return conn, lock
+
+
+def _probe_write(conn: sqlite3.Connection) -> None:
+    """Fail now, not on the first send, if the database cannot be written."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('write_probe', x'01')")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def describe(exc: BaseException) -> str:
@@ -123,8 +151,8 @@ def describe(exc: BaseException) -> str:
     text = str(exc).lower()
     if "full" in text:
         return "the disk is full"
-    if "readonly" in text or "read-only" in text:
-        return "the database file or its folder is read-only"
+    if "readonly" in text or "read-only" in text or "unable to open database file" in text:
+        return _READ_ONLY
     if "locked" in text or "busy" in text:
         return "the database is locked by another process"
     if "not a database" in text or "malformed" in text or "corrupt" in text:
@@ -174,7 +202,14 @@ class Database:
 
     def _serve(self) -> None:
         while True:
-            first = self._inbox.get()
+            try:
+                first = self._inbox.get(timeout=IDLE_CHECK_SECONDS)
+            except queue.Empty:  # idle: still notice a deleted file soon, while it can be written back
+                try:
+                    self._check_file()
+                except (sqlite3.Error, OSError, errors.SQSError) as exc:
+                    log.error("database file check failed: %s", exc)
+                continue
             if first is _STOP:
                 return
             group = [first]

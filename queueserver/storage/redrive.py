@@ -143,10 +143,11 @@ class Redriver:
                 conn.execute("UPDATE move_tasks SET status = 'FAILED', failure_reason = ? WHERE id = ?",
                              (reason, task_id))
                 break
-            moves.append((destination.id, now, now if destination.fifo else None, row_id))
-        # Back to a fresh start: a redriven message is received as if sent anew, but keeps its MessageId.
+            moves.append((destination.id, now, now, row_id))
+        # Back to a fresh start: a redriven message is received as if sent anew (its receive count and
+        # retention start again, or it would expire or be dead-lettered on arrival), but keeps its MessageId.
         conn.executemany(
-            "UPDATE messages SET queue_id = ?, visible_at_ms = ?, enqueued_at_ms = coalesce(?, enqueued_at_ms), receipt_token = random(),"
+            "UPDATE messages SET queue_id = ?, visible_at_ms = ?, enqueued_at_ms = ?, receipt_token = random(),"
             " receive_count = 0, first_received_at_ms = 0, received_at_ms = 0 WHERE id = ?", moves)
         conn.executemany("UPDATE message_bodies SET dead_letter_source_arn = NULL WHERE id = ?",
                          [(m[3],) for m in moves])

@@ -46,7 +46,7 @@ def boto_session() -> boto3.session.Session:
 
 def _client(session: boto3.session.Session, endpoint: str) -> Any:
     return session.client("sqs", endpoint_url=endpoint,
-                          config=Config(retries={"max_attempts": 1}, connect_timeout=5, read_timeout=45))
+                          config=Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=45))
 
 
 @pytest.fixture

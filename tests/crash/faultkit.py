@@ -1,0 +1,145 @@
+"""Helpers of the fault and admin tests: a tally of what was acknowledged, the shape of a
+503, the final drain and comparison, and a start-up that must be refused."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import ClientError
+from serverproc import ACCOUNT, Refusal, Server, advance_clock, integrity, try_serve
+from sqs_testkit import raw_json_call
+
+QUEUE = "faults"
+
+
+def url_of(server: Server) -> str:
+    return f"{server.endpoint}/{ACCOUNT}/{QUEUE}"
+
+
+class Tally:
+    """What the server said about each send: acknowledged (with its MessageId) or refused."""
+
+    def __init__(self) -> None:
+        self.acked: dict[str, str] = {}
+        self.refused: list[str] = []
+        self.errors: list[ClientError] = []
+        self._n = 0
+        self._lock = threading.Lock()
+
+    def body(self, size: int = 0) -> str:
+        with self._lock:
+            self._n += 1
+            n = self._n
+        return f"msg-{n:06d}-" + "z" * size
+
+    def send(self, client: Any, url: str, size: int = 0) -> ClientError | None:
+        body = self.body(size)
+        try:
+            mid = client.send_message(QueueUrl=url, MessageBody=body)["MessageId"]
+        except ClientError as exc:
+            with self._lock:
+                self.refused.append(body)
+                self.errors.append(exc)
+            return exc
+        with self._lock:
+            self.acked[body] = mid
+        return None
+
+
+def assert_service_unavailable(exc: BaseException | None) -> None:
+    assert isinstance(exc, ClientError), f"expected a 503 ServiceUnavailable, got {exc!r}"
+    assert exc.response["ResponseMetadata"]["HTTPStatusCode"] == 503, exc.response
+    err = exc.response["Error"]
+    assert err["Code"] == "ServiceUnavailable", err
+    assert err.get("Message"), err
+
+
+def assert_raw_503(server: Server, tally: Tally, size: int = 0) -> None:
+    """The wire shape of the 503: JSON __type, x-amzn-query-error, a message (and nothing stored)."""
+    body = tally.body(size)
+    resp = raw_json_call(server.endpoint, "SendMessage", {"QueueUrl": url_of(server), "MessageBody": body},
+                         timeout=30)
+    if resp.status == 200:
+        tally.acked[body] = resp.json()["MessageId"]
+    assert resp.status == 503, (resp.status, resp.body)
+    tally.refused.append(body)
+    payload = resp.json()
+    assert payload["__type"] == "com.amazonaws.sqs#ServiceUnavailable", payload
+    assert payload.get("message") or payload.get("Message"), payload
+    assert resp.headers.get("x-amzn-query-error") == "ServiceUnavailable;Receiver", resp.headers
+
+
+def wait_for_log(server: Server, text: str, timeout: float = 10) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        log = server.stderr_text()
+        if text in log:
+            return log
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the server never logged {text!r}\n--- stderr ---\n{log}")
+        time.sleep(0.05)
+
+
+def drain(server: Server, client: Any) -> dict[str, str]:
+    """Everything in the queue (body -> MessageId), deleting as we go; needs --test-clock."""
+    advance_clock(server.endpoint, 13 * 3600)  # past any visibility timeout, inside the 4-day retention
+    url = url_of(server)
+    got: dict[str, str] = {}
+    while True:
+        messages = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=43200,
+                                          WaitTimeSeconds=0).get("Messages", [])
+        if not messages:
+            return got
+        for m in messages:
+            assert m["Body"] not in got, f"{m['Body'][:20]} delivered twice in the drain"
+            got[m["Body"]] = m["MessageId"]
+        failed = client.delete_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]).get("Failed")
+        assert not failed, failed
+
+
+def assert_nothing_acknowledged_lost(tally: Tally, drained: dict[str, str], deleted: Collection[str] = frozenset()) -> None:
+    missing = [b[:20] for b in tally.acked if b not in drained and b not in deleted]
+    assert not missing, f"{len(missing)} acknowledged sends are gone: {missing[:10]}"
+    wrong = [b[:20] for b, mid in tally.acked.items() if b in drained and drained[b] != mid]
+    assert not wrong, f"MessageIds changed: {wrong[:10]}"
+    came_back = [b[:20] for b in deleted if b in drained]
+    assert not came_back, f"deleted messages came back: {came_back[:10]}"
+    landed = [b[:20] for b in tally.refused if b in drained]
+    assert not landed, f"sends answered 503 ('nothing was changed') were stored: {landed[:10]}"
+    extra = [b[:20] for b in drained if b not in tally.acked]
+    assert not extra, f"messages nobody sent: {extra[:10]}"
+
+
+def restart_and_check(servers: Any, server: Server, db: Path, sqs_client: Any, tally: Tally,
+                      deleted: Collection[str] = frozenset()) -> None:
+    """SIGKILL, restart on the same file, drain, compare; then a clean stop and an integrity check."""
+    server.kill()
+    again = servers.start(db, "--test-clock")
+    drained = drain(again, sqs_client(again.endpoint))
+    assert_nothing_acknowledged_lost(tally, drained, deleted)
+    assert again.stop() == 0, again.stderr_text()
+    assert integrity(db) == "ok"
+
+
+def refuse_to_serve(db: Path, *extra: str) -> Refusal:
+    """`serve` must exit 2 at once, print nothing on stdout, and say why in one stderr line."""
+    result = try_serve(db, *extra)
+    assert result.returncode == 2, f"rc={result.returncode}\nstdout: {result.stdout}\nstderr: {result.stderr}"
+    assert "READY" not in result.stdout, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got:\n{result.stderr}"
+    assert lines[0].startswith("queueserver: "), lines
+    assert str(db) in lines[0], f"the message does not name the file: {lines[0]}"
+    return result
+
+
+def new_server(servers: Any, db: Path, sqs_client: Any) -> tuple[Server, Any, str]:
+    server = servers.start(db, "--test-clock")
+    client = sqs_client(server.endpoint)
+    client.create_queue(QueueName=QUEUE)
+    return server, client, url_of(server)

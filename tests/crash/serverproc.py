@@ -1,0 +1,217 @@
+"""queueserver processes for the durability tests and scripts/soak.py (no pytest in here).
+
+Start a server on a free port and wait for its READY line, run one that must refuse
+to start, run the admin commands, and build boto3 clients that never retry (a retry
+would hide whether the first attempt landed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue as queue_module
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import boto3
+from botocore.config import Config
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ACCOUNT = "000000000000"
+READY_RE = re.compile(r"^READY (http://127\.0\.0\.1:(\d+))$")
+
+
+# --- the server process ------------------------------------------------------------
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+class Server:
+    """A `python -m queueserver serve` child process (stdout: the READY line)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], stderr_path: Path, stderr_file: IO[bytes]):
+        self.proc = proc
+        self.stderr_path = stderr_path
+        self._stderr_file = stderr_file
+        self.endpoint = ""
+        self.stdout_lines: list[str] = []
+
+    def stderr_text(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return "<no stderr>"
+
+    def _close(self) -> None:
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        if not self._stderr_file.closed:
+            self._stderr_file.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=15)
+        self._close()
+
+    def stop(self, timeout: float = 15) -> int:
+        """SIGTERM and wait; returns the exit code (kills and raises if it does not exit)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise ServerError(f"queueserver did not exit within {timeout}s of SIGTERM\n{self.stderr_text()}")
+        self._close()
+        return rc
+
+    def ensure_dead(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._close()
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def start_server(db_path: str | os.PathLike[str], *extra_args: str, ready_timeout: float = 15,
+                 log_dir: str | os.PathLike[str] | None = None) -> Server:
+    """Start `queueserver serve --port 0` and wait for READY; raises ServerError if it does not come.
+
+    Its stderr goes to a file in `log_dir` (default: beside the database; give another
+    folder when the database's filesystem is about to fill up or turn read-only).
+    """
+    db_path = Path(db_path)
+    folder = Path(log_dir) if log_dir is not None else db_path.parent
+    stderr_path = folder / f"{db_path.name}.{uuid.uuid4().hex[:8]}.stderr.log"
+    stderr_file = open(stderr_path, "wb")  # noqa: SIM115 - closed by Server
+    cmd = [sys.executable, "-m", "queueserver", "serve", "--host", "127.0.0.1", "--port", "0",
+           "--db", str(db_path), *extra_args]
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=stderr_file)
+    server = Server(proc, stderr_path, stderr_file)
+    lines: queue_module.Queue[str | None] = queue_module.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        try:
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                server.stdout_lines.append(line)
+                lines.put(line)
+        except ValueError:  # closed under us by kill()
+            pass
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True, name=f"qs-stdout-{proc.pid}").start()
+    try:
+        first = lines.get(timeout=ready_timeout)
+    except queue_module.Empty:
+        first = None
+    match = READY_RE.match(first) if first else None
+    if match is None:
+        server.ensure_dead()
+        raise ServerError(f"queueserver did not print READY (first line {first!r}, rc={proc.returncode})\n"
+                          f"{' '.join(cmd)}\n--- stderr ---\n{server.stderr_text()}")
+    server.endpoint = match.group(1)
+    return server
+
+
+@dataclass
+class Refusal:
+    returncode: int | None  # None: it did not exit (it printed READY, or hung) and was killed
+    stdout: str
+    stderr: str
+
+
+def try_serve(db_path: str | os.PathLike[str], *extra_args: str, timeout: float = 15) -> Refusal:
+    """Run `serve` where it should refuse to start: wait until it exits, prints READY, or times out."""
+    cmd = [sys.executable, "-m", "queueserver", "serve", "--host", "127.0.0.1", "--port", "0",
+           "--db", str(db_path), *extra_args]
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.extend(proc.stdout or []), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline and not any("READY" in line for line in out):
+        time.sleep(0.05)
+    rc = proc.poll()
+    if rc is None:
+        proc.kill()
+    err = proc.stderr.read() if proc.stderr else ""
+    proc.wait()
+    reader.join(5)
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+    return Refusal(rc, "".join(out), err)
+
+
+def run_queueserver(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run `python -m queueserver ARGS…` to completion (backup, check, a serve that must refuse)."""
+    return subprocess.run([sys.executable, "-m", "queueserver", *args], cwd=REPO_ROOT, env=_env(),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def sh(*cmd: str) -> str:
+    """Run a command that must succeed (mount, umount, …); returns its stdout."""
+    result = subprocess.run(list(cmd), capture_output=True, text=True, timeout=60, check=False)
+    if result.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({result.returncode}): {result.stderr.strip()}")
+    return result.stdout
+
+
+def integrity(db_path: str | os.PathLike[str]) -> str:
+    conn = sqlite3.connect(db_path)
+    try:
+        return "; ".join(row[0] for row in conn.execute("PRAGMA integrity_check"))
+    finally:
+        conn.close()
+
+
+
+def advance_clock(endpoint: str, seconds: float) -> None:
+    req = urllib.request.Request(f"{endpoint}/_queueserver/clock", method="POST",
+                                 data=json.dumps({"advance_seconds": seconds}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 200
+
+
+# --- clients -----------------------------------------------------------------------
+
+_SESSION = boto3.session.Session(aws_access_key_id="test", aws_secret_access_key="test",
+                                 region_name="us-east-1")
+_CLIENT_LOCK = threading.Lock()  # building clients from one session is not thread-safe
+
+
+def make_client(endpoint: str, read_timeout: float = 5, connect_timeout: float = 2) -> Any:
+    """A client that makes exactly one attempt per call.
+
+    botocore's `max_attempts` counts *retries* (max_attempts=1 is two attempts); only
+    `total_max_attempts` counts the first one.
+    """
+    config = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=connect_timeout,
+                    read_timeout=read_timeout, max_pool_connections=4)
+    with _CLIENT_LOCK:
+        return _SESSION.client("sqs", region_name="us-east-1", endpoint_url=endpoint,
+                               aws_access_key_id="test", aws_secret_access_key="test", config=config)

@@ -1,0 +1,217 @@
+"""Storage faults while serving: each gets a clear answer, the server recovers when the
+fault clears, and nothing acknowledged is lost (issue 5).
+
+* a full disk and a database locked by another process: 503 ServiceUnavailable to
+  clients, one log line, writes succeed again once the condition clears;
+* a filesystem that turns read-only under the server: 503s, and after the operator's
+  repair (fsck, mount, restart) everything acknowledged is there. Linux refuses
+  `mount -o remount,ro` while a process has files open for writing (EBUSY), so the way
+  a running server meets a read-only filesystem is the kernel forcing it (ext4
+  errors=remount-ro), and that is what the test does;
+* a database file deleted while serving, busy or idle: written back, nothing lost.
+
+Each test ends the same way: SIGKILL, restart on the same file, move the test clock
+past every visibility timeout, drain, and compare with what was acknowledged.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from faultkit import (
+    Tally,
+    assert_nothing_acknowledged_lost,
+    assert_raw_503,
+    assert_service_unavailable,
+    drain,
+    new_server,
+    restart_and_check,
+    wait_for_log,
+)
+from serverproc import integrity, sh
+
+pytestmark = pytest.mark.server_process
+
+
+# --- a full disk ---------------------------------------------------------------------
+
+
+def test_a_full_disk_answers_503_logs_it_and_recovers_when_space_is_freed(servers, mounts, sqs_client):
+    point = mounts.tmpfs("full", "3m")
+    db = point / "queue.db"
+    server, client, url = new_server(servers, db, sqs_client)
+    tally = Tally()
+
+    # Four senders at once, so that requests share commit groups when the disk fills up.
+    def fill() -> None:
+        c = sqs_client(server.endpoint)
+        refusals = 0
+        for _ in range(1000):
+            failure = tally.send(c, url, size=8192)
+            if failure is not None:
+                assert_service_unavailable(failure)
+                refusals += 1
+                if refusals == 3:
+                    return
+
+    threads = [threading.Thread(target=fill) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(tally.errors) == 12, f"every sender should have met a full disk: {len(tally.errors)} refusals"
+    for failure in tally.errors:
+        assert_service_unavailable(failure)
+        assert "disk is full" in failure.response["Error"]["Message"], failure.response["Error"]
+    assert len(tally.acked) > 20, "the disk filled up suspiciously early"
+    log = wait_for_log(server, "storage unavailable: the disk is full")
+    assert_raw_503(server, tally, size=8192)
+    for _ in range(3):  # it keeps answering, quickly, while the disk is full
+        started = time.monotonic()
+        assert_service_unavailable(tally.send(client, url, size=8192))
+        assert time.monotonic() - started < 5
+    log = server.stderr_text()
+    assert log.count("storage unavailable") == 1, f"one line per outage, not one per request:\n{log}"
+
+    mounts.remount(point, "size=64m")
+    assert tally.send(client, url, size=8192) is None, "a send fails after space was freed"
+    wait_for_log(server, "storage recovered")
+    for _ in range(20):
+        assert tally.send(client, url, size=8192) is None
+    restart_and_check(servers, server, db, sqs_client, tally)
+
+
+# --- a filesystem that turns read-only ------------------------------------------
+
+
+def test_a_filesystem_that_turns_read_only_under_the_server_gets_503s_and_loses_nothing(
+        servers, mounts, sqs_client):
+    point, image, device = mounts.ext4("ext4")
+    trigger = Path(f"/sys/fs/ext4/{device}/trigger_fs_error")
+    if not trigger.exists():
+        pytest.skip(f"this kernel has no {trigger} to make ext4 fail")
+    db = point / "queue.db"
+    server, client, url = new_server(servers, db, sqs_client)
+    tally = Tally()
+    for _ in range(30):
+        assert tally.send(client, url, size=1000) is None
+    received = client.receive_message(QueueUrl=url, MaxNumberOfMessages=5, VisibilityTimeout=600)["Messages"]
+    deleted = set()
+    for m in received[:3]:
+        client.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+        deleted.add(m["Body"])
+
+    trigger.write_text("queueserver durability test\n")  # ext4 errors=remount-ro: the kernel forces read-only
+    options = sh("findmnt", "-n", "-o", "OPTIONS", str(point)).strip().split(",")
+    assert "ro" in options or "emergency_ro" in options, f"ext4 did not turn read-only: {options}"
+
+    for _ in range(3):
+        started = time.monotonic()
+        assert_service_unavailable(tally.send(client, url, size=1000))
+        assert time.monotonic() - started < 5
+    wait_for_log(server, "storage unavailable:")
+    assert_raw_503(server, tally, size=1000)
+
+    # The operator's repair: stop the server, check the filesystem, mount it again.
+    server.kill()
+    mounts.umount(point)
+    fsck = subprocess.run(["e2fsck", "-fy", str(image)], capture_output=True, text=True, timeout=60, check=False)
+    assert fsck.returncode in (0, 1), fsck.stdout + fsck.stderr  # 1: errors corrected
+    sh("mount", "-o", "loop,errors=remount-ro", str(image), str(point))
+    mounts.points.append(point)
+    assert integrity(db) == "ok"
+    again = servers.start(db, "--test-clock")
+    drained = drain(again, sqs_client(again.endpoint))
+    assert_nothing_acknowledged_lost(tally, drained, deleted)
+    assert again.stop() == 0
+
+
+# --- a deleted database file ---------------------------------------------------------
+
+
+def test_a_database_file_deleted_while_serving_is_written_back_and_nothing_is_lost(
+        servers, tmp_path, sqs_client):
+    db = tmp_path / "queue.db"
+    server, client, url = new_server(servers, db, sqs_client)
+    tally = Tally()
+    for _ in range(50):
+        assert tally.send(client, url, size=200) is None
+    received = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=600)["Messages"]
+    deleted = set()
+    for m in received[:5]:
+        client.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+        deleted.add(m["Body"])
+    assert (tmp_path / "queue.db-wal").exists()
+
+    os.remove(db)  # the file only; the -wal and -shm stay
+
+    for _ in range(50):
+        assert tally.send(client, url, size=200) is None, "sends fail after the file was deleted"
+    log = wait_for_log(server, "was deleted while the server ran")
+    assert str(db) in log
+    assert db.exists(), "the database file was not written back"
+    # the receipts handed out before the deletion still work
+    client.delete_message(QueueUrl=url, ReceiptHandle=received[5]["ReceiptHandle"])
+    deleted.add(received[5]["Body"])
+    restart_and_check(servers, server, db, sqs_client, tally, deleted)
+
+
+def test_a_database_file_deleted_while_the_server_is_idle_is_written_back_before_a_crash(
+        servers, tmp_path, sqs_client):
+    db = tmp_path / "queue.db"
+    server, client, url = new_server(servers, db, sqs_client)
+    tally = Tally()
+    for _ in range(20):
+        assert tally.send(client, url) is None
+
+    os.remove(db)  # and no request comes in
+    deadline = time.monotonic() + 10
+    while not db.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert db.exists(), ("the database file deleted while the server was idle was not written back within 10 s: "
+                         "a SIGKILL now would lose every acknowledged message")
+    wait_for_log(server, "was deleted while the server ran")
+    server.kill()
+    again = servers.start(db, "--test-clock")
+    drained = drain(again, sqs_client(again.endpoint))
+    assert_nothing_acknowledged_lost(tally, drained)
+    assert again.stop() == 0
+
+
+# --- a database locked by another process -----------------------------------------------
+
+
+def test_a_database_locked_by_another_process_answers_503_then_recovers(servers, tmp_path, sqs_client):
+    db = tmp_path / "queue.db"
+    server, client, url = new_server(servers, db, sqs_client)
+    tally = Tally()
+    for _ in range(20):
+        assert tally.send(client, url) is None
+
+    intruder = sqlite3.connect(db, timeout=10, isolation_level=None)
+    try:
+        intruder.execute("BEGIN EXCLUSIVE")
+        locked_at = time.monotonic()
+        failure = tally.send(client, url)  # the server waits its 5 s busy timeout, then gives up
+        waited = time.monotonic() - locked_at
+        assert_service_unavailable(failure)
+        assert failure is not None
+        assert 4 <= waited < 7, f"answered after {waited:.1f}s: a 503 after the busy timeout, no hang"
+        assert "locked" in failure.response["Error"]["Message"], failure.response["Error"]
+        wait_for_log(server, "storage unavailable: the database is locked by another process")
+        time.sleep(max(0.0, 7 - (time.monotonic() - locked_at)))
+    finally:
+        intruder.execute("ROLLBACK")
+        intruder.close()
+
+    assert tally.send(client, url) is None, "a send fails after the lock was released"
+    wait_for_log(server, "storage recovered")
+    for _ in range(10):
+        assert tally.send(client, url) is None
+    restart_and_check(servers, server, db, sqs_client, tally)

@@ -1,0 +1,107 @@
+"""Plain helpers for the dead-letter and message-move-task tests (no fixtures here)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from sqs_testkit import Counts, counts, receive, unique_queue_name
+
+TERMINAL_STATUSES = ("COMPLETED", "CANCELLED", "FAILED")
+
+
+def arn_of(client: Any, queue_url: str) -> str:
+    return client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+
+
+def redrive_policy(dead_letter_arn: str, max_receive_count: int | str) -> str:
+    return json.dumps({"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": max_receive_count})
+
+
+def queue_attribute(client: Any, queue_url: str, name: str) -> str | None:
+    attrs = client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=[name]).get("Attributes", {})
+    return attrs.get(name)
+
+
+def make_source_and_dlq(make_queue: Any, client: Any, max_receive_count: int = 1, *, fifo: bool = False,
+                        source_attributes: dict[str, str] | None = None,
+                        dlq_attributes: dict[str, str] | None = None) -> tuple[str, str, str]:
+    """(source url, dead-letter queue url, dead-letter queue arn)."""
+    suffix = ".fifo" if fifo else ""
+    base = {"FifoQueue": "true"} if fifo else {}
+    dlq_url = make_queue({**base, **(dlq_attributes or {})}, name=_name("dlq", suffix))
+    dlq_arn = arn_of(client, dlq_url)
+    source_url = make_queue({**base, **(source_attributes or {}),
+                             "RedrivePolicy": redrive_policy(dlq_arn, max_receive_count)},
+                            name=_name("src", suffix))
+    return source_url, dlq_url, dlq_arn
+
+
+def _name(stem: str, suffix: str) -> str:
+    return unique_queue_name(stem) + suffix
+
+
+def send_fifo(client: Any, queue_url: str, body: str, group: str | None = None, **kwargs: Any) -> str:
+    return client.send_message(QueueUrl=queue_url, MessageBody=body, MessageGroupId=group or body,
+                               MessageDeduplicationId=uuid.uuid4().hex, **kwargs)["MessageId"]
+
+
+def send_many(client: Any, queue_url: str, n: int, prefix: str = "m") -> list[str]:
+    """Send n messages in batches of 10; returns their MessageIds in send order."""
+    ids: list[str] = []
+    for start in range(0, n, 10):
+        entries = [{"Id": f"e{i}", "MessageBody": f"{prefix}-{i}"} for i in range(start, min(n, start + 10))]
+        resp = client.send_message_batch(QueueUrl=queue_url, Entries=entries)
+        assert not resp.get("Failed"), resp
+        by_entry = {e["Id"]: e["MessageId"] for e in resp["Successful"]}
+        ids.extend(by_entry[e["Id"]] for e in entries)
+    return ids
+
+
+def dead_letter_all(client: Any, source_url: str, dlq_url: str, n: int) -> None:
+    """With maxReceiveCount=1: receive every message once with VisibilityTimeout=0, so the
+    next receive moves it. Real time does not matter: visibility 0 needs no clock."""
+    for _ in range(20 * n + 50):
+        if counts(client, dlq_url).visible >= n:
+            break
+        receive(client, source_url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    assert counts(client, dlq_url).visible == n, counts(client, dlq_url)
+    assert counts(client, source_url) == Counts(0, 0, 0)
+
+
+def drain(client: Any, queue_url: str, **kwargs: Any) -> list[dict[str, Any]]:
+    """Receive (and keep in flight for 10 minutes) until a short poll comes back empty."""
+    kwargs.setdefault("MaxNumberOfMessages", 10)
+    kwargs.setdefault("VisibilityTimeout", 600)
+    got: list[dict[str, Any]] = []
+    for _ in range(2000):
+        batch = receive(client, queue_url, **kwargs)
+        if not batch:
+            return got
+        got.extend(batch)
+    raise AssertionError("drain never emptied the queue")
+
+
+def tasks(client: Any, source_arn: str, max_results: int = 10) -> list[dict[str, Any]]:
+    return client.list_message_move_tasks(SourceArn=source_arn, MaxResults=max_results)["Results"]
+
+
+def latest_task(client: Any, source_arn: str) -> dict[str, Any]:
+    (task,) = client.list_message_move_tasks(SourceArn=source_arn)["Results"]
+    return task
+
+
+def wait_for_task(client: Any, source_arn: str, statuses: tuple[str, ...] = TERMINAL_STATUSES,
+                  timeout: float = 20.0) -> dict[str, Any]:
+    """Poll (real time, bounded) until the most recent task has one of `statuses`."""
+    deadline = time.monotonic() + timeout
+    task: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        task = latest_task(client, source_arn)
+        if task["Status"] in statuses:
+            return task
+        time.sleep(0.05)
+    raise AssertionError(f"the move task did not reach {statuses} within {timeout}s: {task}")

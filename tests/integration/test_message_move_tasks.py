@@ -1,0 +1,570 @@
+"""Redrive: StartMessageMoveTask, ListMessageMoveTasks, CancelMessageMoveTask (SQS.md 1.1, 1.12).
+
+Move tasks pace themselves in real time (not the test clock), so the waits here poll
+ListMessageMoveTasks with a bounded real-time loop.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from dlq_helpers import (
+    arn_of,
+    dead_letter_all,
+    drain,
+    latest_task,
+    make_source_and_dlq,
+    redrive_policy,
+    send_fifo,
+    send_many,
+    tasks,
+    wait_for_task,
+)
+from sqs_testkit import (
+    Counts,
+    counts,
+    md5_of_attributes,
+    raises_code,
+    receive,
+    unique_queue_name,
+)
+
+ALL = {"MessageSystemAttributeNames": ["All"], "MessageAttributeNames": ["All"]}
+
+
+def _dead_lettered(sqs: Any, make_queue: Any, n: int, **kwargs: Any) -> tuple[str, str, str, list[str]]:
+    """A source (maxReceiveCount 1) whose n messages all sit in its DLQ: (source, dlq, dlq arn, ids)."""
+    source, dlq, dlq_arn = make_source_and_dlq(make_queue, sqs, 1, **kwargs)
+    ids = send_many(sqs, source, n)
+    dead_letter_all(sqs, source, dlq, n)
+    return source, dlq, dlq_arn, ids
+
+
+def _assert_error(info: pytest.ExceptionInfo[Any], code: str) -> None:
+    err = info.value.response["Error"]
+    assert err["Code"] == code, err
+    assert err.get("QueryErrorCode", code) == code, err
+    assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert err.get("Message")
+
+
+# --- moving back --------------------------------------------------------------------
+
+
+def test_without_a_destination_each_message_goes_back_to_its_own_source_queue(sqs, make_queue):
+    dlq = make_queue(name=unique_queue_name("shared-dlq"))
+    dlq_arn = arn_of(sqs, dlq)
+    sources = [make_queue({"RedrivePolicy": redrive_policy(dlq_arn, 1)}) for _ in range(2)]
+    sent = {url: send_many(sqs, url, 15, prefix=url.rsplit("/", 1)[1]) for url in sources}
+    for url in sources:
+        for _ in range(20):
+            receive(sqs, url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+            if counts(sqs, url) == Counts(0, 0, 0):
+                break
+    assert counts(sqs, dlq) == Counts(30, 0, 0)
+
+    handle = sqs.start_message_move_task(SourceArn=dlq_arn)["TaskHandle"]
+    assert handle
+    task = wait_for_task(sqs, dlq_arn)
+    assert task["Status"] == "COMPLETED", task
+    assert task["ApproximateNumberOfMessagesMoved"] == 30
+    assert task["ApproximateNumberOfMessagesToMove"] == 30
+    assert "DestinationArn" not in task
+    assert counts(sqs, dlq) == Counts(0, 0, 0)
+    for url in sources:
+        back = drain(sqs, url)
+        assert sorted(m["MessageId"] for m in back) == sorted(sent[url])
+
+
+def test_a_redriven_message_keeps_its_id_body_and_attributes_and_starts_its_receive_count_again(
+        sqs, make_queue, clock):
+    source, dlq, dlq_arn = make_source_and_dlq(make_queue, sqs, 2)
+    attributes: dict[str, dict[str, Any]] = {"kind": {"DataType": "String", "StringValue": "order"},
+                  "bin": {"DataType": "Binary", "BinaryValue": b"\x01\x02"}}
+    sent = sqs.send_message(QueueUrl=source, MessageBody="redrive me", MessageAttributes=attributes)
+    for _ in range(2):
+        (first,) = receive(sqs, source, VisibilityTimeout=10, **ALL)
+        clock.advance(11)
+    assert receive(sqs, source) == []
+    assert counts(sqs, dlq) == Counts(1, 0, 0)
+
+    sqs.start_message_move_task(SourceArn=dlq_arn)
+    assert wait_for_task(sqs, dlq_arn)["Status"] == "COMPLETED"
+    (back,) = receive(sqs, source, VisibilityTimeout=10, **ALL)
+    assert back["MessageId"] == sent["MessageId"]
+    assert back["Body"] == "redrive me"
+    assert back["MessageAttributes"] == attributes
+    assert back["MD5OfMessageAttributes"] == md5_of_attributes(attributes)
+    assert back["Attributes"]["SentTimestamp"] == first["Attributes"]["SentTimestamp"]
+    assert back["Attributes"]["ApproximateReceiveCount"] == "1", "the receive count starts again"
+    assert "DeadLetterQueueSourceArn" not in back["Attributes"]
+
+
+def test_a_redriven_message_gets_max_receive_count_new_tries_before_it_is_dead_lettered_again(
+        sqs, make_queue, clock):
+    source, dlq, dlq_arn = make_source_and_dlq(make_queue, sqs, 2)
+    sent = sqs.send_message(QueueUrl=source, MessageBody="again")["MessageId"]
+    for _ in range(2):
+        receive(sqs, source, VisibilityTimeout=10)
+        clock.advance(11)
+    assert receive(sqs, source) == []
+    sqs.start_message_move_task(SourceArn=dlq_arn)
+    assert wait_for_task(sqs, dlq_arn)["Status"] == "COMPLETED"
+    for _ in range(2):
+        (msg,) = receive(sqs, source, VisibilityTimeout=10)
+        assert msg["MessageId"] == sent
+        clock.advance(11)
+    assert receive(sqs, source) == []
+    (dead_again,) = receive(sqs, dlq, **ALL)
+    assert dead_again["MessageId"] == sent
+    assert dead_again["Attributes"]["DeadLetterQueueSourceArn"] == arn_of(sqs, source)
+
+
+def test_with_a_destination_every_message_goes_to_that_queue(sqs, make_queue):
+    source, dlq, dlq_arn, ids = _dead_lettered(sqs, make_queue, 25)
+    destination = make_queue(name=unique_queue_name("elsewhere"))
+    destination_arn = arn_of(sqs, destination)
+    sqs.start_message_move_task(SourceArn=dlq_arn, DestinationArn=destination_arn)
+    task = wait_for_task(sqs, dlq_arn)
+    assert task["Status"] == "COMPLETED", task
+    assert task["DestinationArn"] == destination_arn
+    assert task["ApproximateNumberOfMessagesMoved"] == 25
+    assert counts(sqs, dlq) == Counts(0, 0, 0)
+    assert counts(sqs, source) == Counts(0, 0, 0)
+    assert sorted(m["MessageId"] for m in drain(sqs, destination)) == sorted(ids)
+
+
+def test_a_fifo_dead_letter_queue_is_redriven_to_its_fifo_source_in_group_order(sqs, make_queue, clock):
+    source, dlq, dlq_arn = make_source_and_dlq(make_queue, sqs, 1, fifo=True)
+    ids = [send_fifo(sqs, source, f"m{i}", group="g") for i in range(3)]
+    got = receive(sqs, source, MaxNumberOfMessages=10, VisibilityTimeout=10)
+    assert [m["MessageId"] for m in got] == ids
+    clock.advance(11)
+    assert receive(sqs, source, MaxNumberOfMessages=10) == []
+    assert counts(sqs, dlq) == Counts(3, 0, 0)
+    sqs.start_message_move_task(SourceArn=dlq_arn)
+    task = wait_for_task(sqs, dlq_arn)
+    assert task["Status"] == "COMPLETED", task
+    assert task["ApproximateNumberOfMessagesMoved"] == 3
+    assert counts(sqs, dlq) == Counts(0, 0, 0)
+    back = receive(sqs, source, MaxNumberOfMessages=10, **ALL)
+    assert [m["MessageId"] for m in back] == ids, "back in the source, in group order"
+    assert all(m["Attributes"]["MessageGroupId"] == "g" for m in back)
+    assert all(m["Attributes"]["ApproximateReceiveCount"] == "1" for m in back)
+
+
+def test_a_fifo_dead_letter_queue_cannot_be_redriven_to_a_standard_queue(sqs, make_queue):
+    _, _, dlq_arn = make_source_and_dlq(make_queue, sqs, 1, fifo=True)
+    standard_arn = arn_of(sqs, make_queue())
+    with raises_code("InvalidParameterValue") as info:
+        sqs.start_message_move_task(SourceArn=dlq_arn, DestinationArn=standard_arn)
+    _assert_error(info, "InvalidParameterValue")
+
+
+def test_a_task_moves_only_the_messages_in_the_queue_when_it_started(sqs, make_queue):
+    source, dlq, dlq_arn, ids = _dead_lettered(sqs, make_queue, 20)
+    sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=20)
+    late = send_many(sqs, dlq, 5, prefix="late")  # straight into the DLQ after the start
+    task = wait_for_task(sqs, dlq_arn)
+    assert task["Status"] == "COMPLETED", task
+    assert task["ApproximateNumberOfMessagesMoved"] == 20
+    assert sorted(m["MessageId"] for m in drain(sqs, dlq)) == sorted(late)
+    assert sorted(m["MessageId"] for m in drain(sqs, source)) == sorted(ids)
+
+
+def test_a_task_skips_messages_in_flight_in_the_dead_letter_queue(sqs, make_queue):
+    source, dlq, dlq_arn, ids = _dead_lettered(sqs, make_queue, 5)
+    (held,) = receive(sqs, dlq, VisibilityTimeout=60)
+    sqs.start_message_move_task(SourceArn=dlq_arn)
+    task = wait_for_task(sqs, dlq_arn)
+    assert task["Status"] == "COMPLETED", task
+    assert task["ApproximateNumberOfMessagesMoved"] == 4
+    assert counts(sqs, dlq) == Counts(0, 1, 0)
+    assert counts(sqs, source) == Counts(4, 0, 0)
+    sqs.delete_message(QueueUrl=dlq, ReceiptHandle=held["ReceiptHandle"])  # its consumer still owns it
+    assert counts(sqs, dlq) == Counts(0, 0, 0)
+    assert sorted(m["MessageId"] for m in drain(sqs, source)) == sorted(set(ids) - {held["MessageId"]})
+
+
+def test_a_message_past_the_dead_letter_queue_retention_is_not_redriven(sqs, make_queue, clock):
+    source, dlq, dlq_arn = make_source_and_dlq(make_queue, sqs, 1, dlq_attributes={"MessageRetentionPeriod": "60"})
+    sqs.send_message(QueueUrl=source, MessageBody="expired in the DLQ")
+    receive(sqs, source, VisibilityTimeout=10)
+    clock.advance(11)
+    assert receive(sqs, source) == []
+    assert counts(sqs, dlq) == Counts(1, 0, 0)
+    clock.advance(60)  # 71 s after the send: past the DLQ's 60 s (counted from the send)
+    assert counts(sqs, dlq) == Counts(0, 0, 0)
+    sqs.start_message_move_task(SourceArn=dlq_arn)
+    task = wait_for_task(sqs, dlq_arn)
+    assert task["Status"] == "COMPLETED", task
+    assert counts(sqs, source) == Counts(0, 0, 0), "an expired message must not come back"
+    assert receive(sqs, source) == []
+    assert task["ApproximateNumberOfMessagesMoved"] == 0
+
+
+def test_a_receipt_handle_from_before_the_dead_letter_move_deletes_nothing_after_a_redrive(
+        sqs, make_queue, clock):
+    source, _, dlq_arn = make_source_and_dlq(make_queue, sqs, 1)
+    sqs.send_message(QueueUrl=source, MessageBody="zombie consumer")
+    (old,) = receive(sqs, source, VisibilityTimeout=10)
+    clock.advance(11)  # the consumer failed: its visibility ran out
+    assert receive(sqs, source) == []  # dead-lettered
+    sqs.start_message_move_task(SourceArn=dlq_arn)
+    assert wait_for_task(sqs, dlq_arn)["Status"] == "COMPLETED"
+    assert counts(sqs, source) == Counts(1, 0, 0)
+    # the consumer that failed long ago wakes up and deletes with its old handle
+    sqs.delete_message(QueueUrl=source, ReceiptHandle=old["ReceiptHandle"])
+    assert counts(sqs, source) == Counts(1, 0, 0), "the redriven message must still be there"
+
+
+# --- ListMessageMoveTasks and CancelMessageMoveTask ----------------------------------------
+
+
+def test_a_running_task_is_listed_with_its_handle_and_counters(sqs, make_queue, clock):
+    source, dlq, dlq_arn, _ = _dead_lettered(sqs, make_queue, 30)
+    destination_arn = arn_of(sqs, source)
+    before_ms = clock.now_ms()
+    handle = sqs.start_message_move_task(SourceArn=dlq_arn, DestinationArn=destination_arn,
+                                         MaxNumberOfMessagesPerSecond=2)["TaskHandle"]
+    task = latest_task(sqs, dlq_arn)
+    assert task["Status"] == "RUNNING"
+    assert task["TaskHandle"] == handle
+    assert task["SourceArn"] == dlq_arn
+    assert task["DestinationArn"] == destination_arn
+    assert task["MaxNumberOfMessagesPerSecond"] == 2
+    assert task["ApproximateNumberOfMessagesToMove"] == 30
+    assert 0 <= task["ApproximateNumberOfMessagesMoved"] < 30
+    assert task["StartedTimestamp"] >= before_ms - 1000
+    assert "FailureReason" not in task
+
+    moved = sqs.cancel_message_move_task(TaskHandle=handle)["ApproximateNumberOfMessagesMoved"]
+    assert 0 <= moved < 30
+    task = latest_task(sqs, dlq_arn)
+    assert task["Status"] in ("CANCELLING", "CANCELLED")
+    assert "TaskHandle" not in task, "the handle is only listed while RUNNING"
+    task = wait_for_task(sqs, dlq_arn)
+    assert task["Status"] == "CANCELLED", task
+    # cancelling does not revert the messages already moved, and moves no more
+    final_moved = task["ApproximateNumberOfMessagesMoved"]
+    time.sleep(0.7)
+    assert latest_task(sqs, dlq_arn)["ApproximateNumberOfMessagesMoved"] == final_moved
+    assert counts(sqs, source).visible == final_moved
+    assert counts(sqs, dlq).visible == 30 - final_moved
+
+
+def test_a_completed_task_is_listed_without_a_handle(sqs, make_queue):
+    _, _, dlq_arn, _ = _dead_lettered(sqs, make_queue, 3)
+    sqs.start_message_move_task(SourceArn=dlq_arn)
+    task = wait_for_task(sqs, dlq_arn)
+    assert task["Status"] == "COMPLETED"
+    assert "TaskHandle" not in task
+    assert task["ApproximateNumberOfMessagesMoved"] == 3
+    assert task["ApproximateNumberOfMessagesToMove"] == 3
+    assert "MaxNumberOfMessagesPerSecond" not in task
+
+
+def test_list_message_move_tasks_returns_the_most_recent_first_and_one_by_default(sqs, make_queue):
+    source, dlq, dlq_arn = make_source_and_dlq(make_queue, sqs, 1)
+    destinations = []
+    for i in range(3):
+        send_many(sqs, source, 2, prefix=f"round{i}")
+        dead_letter_all(sqs, source, dlq, 2)
+        destination = make_queue()
+        destinations.append(arn_of(sqs, destination))
+        sqs.start_message_move_task(SourceArn=dlq_arn, DestinationArn=destinations[-1])
+        assert wait_for_task(sqs, dlq_arn)["Status"] == "COMPLETED"
+    (only,) = sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"]
+    assert only["DestinationArn"] == destinations[-1]
+    listed = tasks(sqs, dlq_arn, max_results=10)
+    assert [t["DestinationArn"] for t in listed] == destinations[::-1]
+    assert [t["DestinationArn"] for t in tasks(sqs, dlq_arn, max_results=2)] == destinations[:0:-1]
+    assert all(t["Status"] == "COMPLETED" and t["ApproximateNumberOfMessagesMoved"] == 2 for t in listed)
+
+
+def test_list_message_move_tasks_of_a_queue_without_tasks_is_empty(sqs, make_queue):
+    _, _, dlq_arn = make_source_and_dlq(make_queue, sqs, 1)
+    assert sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"] == []
+
+
+@pytest.mark.parametrize("max_results", [0, 11])
+def test_list_message_move_tasks_max_results_is_1_to_10(sqs_unvalidated, sqs, make_queue, max_results):
+    _, _, dlq_arn = make_source_and_dlq(make_queue, sqs, 1)
+    with pytest.raises(ClientError) as info:
+        sqs_unvalidated.list_message_move_tasks(SourceArn=dlq_arn, MaxResults=max_results)
+    _assert_error(info, "InvalidParameterValue")
+
+
+def test_list_message_move_tasks_of_an_unknown_queue_is_resource_not_found(sqs):
+    arn = f"arn:aws:sqs:us-east-1:000000000000:{unique_queue_name('missing')}"
+    with pytest.raises(ClientError) as info:
+        sqs.list_message_move_tasks(SourceArn=arn)
+    _assert_error(info, "ResourceNotFoundException")
+
+
+def test_cancelling_an_unknown_task_handle_is_resource_not_found(sqs):
+    with pytest.raises(ClientError) as info:
+        sqs.cancel_message_move_task(TaskHandle="bm8gc3VjaCB0YXNr")
+    _assert_error(info, "ResourceNotFoundException")
+
+
+def test_cancelling_a_task_that_is_no_longer_running_is_resource_not_found(sqs, make_queue):
+    _, _, dlq_arn, _ = _dead_lettered(sqs, make_queue, 2)
+    handle = sqs.start_message_move_task(SourceArn=dlq_arn)["TaskHandle"]
+    assert wait_for_task(sqs, dlq_arn)["Status"] == "COMPLETED"
+    with pytest.raises(ClientError) as info:
+        sqs.cancel_message_move_task(TaskHandle=handle)
+    _assert_error(info, "ResourceNotFoundException")
+
+
+def test_cancelling_twice_is_resource_not_found_the_second_time(sqs, make_queue):
+    _, _, dlq_arn, _ = _dead_lettered(sqs, make_queue, 20)
+    handle = sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
+    sqs.cancel_message_move_task(TaskHandle=handle)
+    with pytest.raises(ClientError) as info:
+        sqs.cancel_message_move_task(TaskHandle=handle)
+    _assert_error(info, "ResourceNotFoundException")
+    assert wait_for_task(sqs, dlq_arn)["Status"] == "CANCELLED"
+
+
+# --- StartMessageMoveTask errors --------------------------------------------------------
+
+
+def test_only_one_task_may_run_per_source_queue(sqs, make_queue):
+    _, _, dlq_arn, _ = _dead_lettered(sqs, make_queue, 20)
+    handle = sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
+    with pytest.raises(ClientError) as info:
+        sqs.start_message_move_task(SourceArn=dlq_arn)
+    _assert_error(info, "InvalidParameterValue")
+    sqs.cancel_message_move_task(TaskHandle=handle)
+    assert wait_for_task(sqs, dlq_arn)["Status"] == "CANCELLED"
+    # once the first has stopped, a new task may start and finishes the job
+    sqs.start_message_move_task(SourceArn=dlq_arn)
+    task = wait_for_task(sqs, dlq_arn)
+    assert task["Status"] == "COMPLETED"
+    assert len(tasks(sqs, dlq_arn)) == 2
+
+
+def test_starting_a_task_on_an_unknown_queue_is_resource_not_found(sqs):
+    arn = f"arn:aws:sqs:us-east-1:000000000000:{unique_queue_name('missing')}"
+    with pytest.raises(ClientError) as info:
+        sqs.start_message_move_task(SourceArn=arn)
+    _assert_error(info, "ResourceNotFoundException")
+
+
+def test_starting_a_task_on_a_queue_that_is_no_dead_letter_queue_is_invalid(sqs, make_queue):
+    plain = make_queue()
+    send_many(sqs, plain, 3)
+    with pytest.raises(ClientError) as info:
+        sqs.start_message_move_task(SourceArn=arn_of(sqs, plain))
+    _assert_error(info, "InvalidParameterValue")
+    assert counts(sqs, plain) == Counts(3, 0, 0)
+
+
+def test_starting_a_task_to_an_unknown_destination_is_resource_not_found(sqs, make_queue):
+    _, dlq, dlq_arn, _ = _dead_lettered(sqs, make_queue, 2)
+    missing = dlq_arn.rsplit(":", 1)[0] + ":" + unique_queue_name("missing")
+    with pytest.raises(ClientError) as info:
+        sqs.start_message_move_task(SourceArn=dlq_arn, DestinationArn=missing)
+    _assert_error(info, "ResourceNotFoundException")
+    assert counts(sqs, dlq) == Counts(2, 0, 0)
+    assert sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"] == []
+
+
+def test_starting_a_task_to_its_own_source_queue_is_invalid(sqs, make_queue):
+    _, _, dlq_arn, _ = _dead_lettered(sqs, make_queue, 1)
+    with pytest.raises(ClientError) as info:
+        sqs.start_message_move_task(SourceArn=dlq_arn, DestinationArn=dlq_arn)
+    _assert_error(info, "InvalidParameterValue")
+
+
+def _west_dead_letter_queue(server: Any, make_client: Any) -> tuple[Any, str, str]:
+    """A DLQ in us-west-2 holding 2 dead letters: (us-west-2 client, its url, its arn)."""
+    west = make_client(server.endpoint, region="us-west-2")
+    dlq = west.create_queue(QueueName=unique_queue_name("west-dlq"))["QueueUrl"]
+    dlq_arn = arn_of(west, dlq)
+    source = west.create_queue(QueueName=unique_queue_name("west-src"),
+                               Attributes={"RedrivePolicy": redrive_policy(dlq_arn, 1)})["QueueUrl"]
+    send_many(west, source, 2)
+    dead_letter_all(west, source, dlq, 2)
+    return west, dlq, dlq_arn
+
+
+def test_a_task_cannot_start_on_a_dead_letter_queue_in_another_region(sqs, server, make_client):
+    west, dlq, dlq_arn = _west_dead_letter_queue(server, make_client)
+    with pytest.raises(ClientError) as info:
+        sqs.start_message_move_task(SourceArn=dlq_arn)
+    assert info.value.response["Error"]["Code"] in ("ResourceNotFoundException", "InvalidParameterValue")
+    assert counts(west, dlq) == Counts(2, 0, 0)
+
+
+def test_a_task_cannot_move_messages_to_a_queue_in_another_region(sqs, make_queue, server, make_client):
+    west, dlq, dlq_arn = _west_dead_letter_queue(server, make_client)
+    east_destination = make_queue()
+    with pytest.raises(ClientError) as info:
+        west.start_message_move_task(SourceArn=dlq_arn, DestinationArn=arn_of(sqs, east_destination))
+    assert info.value.response["Error"]["Code"] in ("ResourceNotFoundException", "InvalidParameterValue")
+    assert counts(west, dlq) == Counts(2, 0, 0)
+    assert counts(sqs, east_destination) == Counts(0, 0, 0)
+
+
+@pytest.mark.parametrize("rate", [0, 501, -5])
+def test_max_number_of_messages_per_second_is_1_to_500(sqs_unvalidated, sqs, make_queue, rate):
+    _, _, dlq_arn, _ = _dead_lettered(sqs, make_queue, 1)
+    with pytest.raises(ClientError) as info:
+        sqs_unvalidated.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=rate)
+    _assert_error(info, "InvalidParameterValue")
+    assert sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"] == []
+
+
+# --- failure -----------------------------------------------------------------------------
+
+
+def test_a_task_whose_source_queue_is_gone_fails_and_leaves_the_messages_in_the_dead_letter_queue(
+        sqs, make_queue):
+    dlq = make_queue(name=unique_queue_name("dlq"))
+    dlq_arn = arn_of(sqs, dlq)
+    kept = make_queue({"RedrivePolicy": redrive_policy(dlq_arn, 1)})  # keeps the DLQ a DLQ
+    gone = make_queue({"RedrivePolicy": redrive_policy(dlq_arn, 1)})
+    ids = send_many(sqs, gone, 4)
+    dead_letter_all(sqs, gone, dlq, 4)
+    sqs.delete_queue(QueueUrl=gone)
+    sqs.start_message_move_task(SourceArn=dlq_arn)
+    task = wait_for_task(sqs, dlq_arn)
+    assert task["Status"] == "FAILED", task
+    assert task["FailureReason"]
+    assert "TaskHandle" not in task
+    assert task["ApproximateNumberOfMessagesMoved"] == 0
+    assert counts(sqs, dlq) == Counts(4, 0, 0)
+    assert counts(sqs, kept) == Counts(0, 0, 0)
+    assert sorted(m["MessageId"] for m in drain(sqs, dlq)) == sorted(ids)
+
+
+# --- pacing ------------------------------------------------------------------------------
+
+
+def test_max_number_of_messages_per_second_paces_the_task(sqs, make_queue):
+    _, dlq, dlq_arn, _ = _dead_lettered(sqs, make_queue, 100)
+    started = time.monotonic()
+    sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=50)
+    samples = []
+    while time.monotonic() - started < 10:
+        task = latest_task(sqs, dlq_arn)
+        elapsed = time.monotonic() - started
+        samples.append((elapsed, task["ApproximateNumberOfMessagesMoved"]))
+        if task["Status"] != "RUNNING":
+            break
+        time.sleep(0.1)
+    assert task["Status"] == "COMPLETED", task
+    total = time.monotonic() - started
+    assert task["ApproximateNumberOfMessagesMoved"] == 100
+    assert total >= 1.5, f"100 messages at 50/s took only {total:.2f}s"
+    for elapsed, moved in samples:
+        assert moved <= 50 * elapsed + 10, (elapsed, moved, samples)
+    assert counts(sqs, dlq) == Counts(0, 0, 0)
+
+
+def test_without_a_rate_a_task_moves_hundreds_of_messages_quickly(sqs, make_queue):
+    source, _, dlq_arn, ids = _dead_lettered(sqs, make_queue, 300)
+    started = time.monotonic()
+    sqs.start_message_move_task(SourceArn=dlq_arn)
+    task = wait_for_task(sqs, dlq_arn, timeout=10)
+    assert task["Status"] == "COMPLETED"
+    assert time.monotonic() - started < 5
+    assert task["ApproximateNumberOfMessagesMoved"] == 300
+    assert sorted(m["MessageId"] for m in drain(sqs, source)) == sorted(ids)
+
+
+# --- durability --------------------------------------------------------------------------
+
+
+def _own_server_with_full_dlq(server_factory: Any, make_client: Any, db: Any, n: int) -> tuple[Any, Any, str, str,
+                                                                                              str, list[str]]:
+    proc = server_factory(db, "--test-clock")
+    client = make_client(proc.endpoint)
+    dlq = client.create_queue(QueueName="redrive-dlq")["QueueUrl"]
+    dlq_arn = arn_of(client, dlq)
+    source = client.create_queue(QueueName="redrive-src",
+                                 Attributes={"RedrivePolicy": redrive_policy(dlq_arn, 1)})["QueueUrl"]
+    ids = send_many(client, source, n)
+    dead_letter_all(client, source, dlq, n)
+    return proc, client, source, dlq, dlq_arn, ids
+
+
+@pytest.mark.server_process
+def test_a_move_task_killed_mid_way_resumes_after_restart_and_moves_every_message_once(
+        tmp_path, server_factory, make_client):
+    db = tmp_path / "redrive-kill.db"
+    first, client, source, dlq, dlq_arn, ids = _own_server_with_full_dlq(server_factory, make_client, db, 300)
+    handle = client.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=100)["TaskHandle"]
+    time.sleep(1.0)
+    moved_before = latest_task(client, dlq_arn)["ApproximateNumberOfMessagesMoved"]
+    first.kill()
+    assert 0 < moved_before < 300, f"the kill should land mid-task (moved {moved_before})"
+
+    second = server_factory(db, "--test-clock")
+    client = make_client(second.endpoint)
+    task = wait_for_task(client, dlq_arn, timeout=20)
+    assert task["Status"] == "COMPLETED", task
+    assert task["ApproximateNumberOfMessagesMoved"] == 300
+    assert task["ApproximateNumberOfMessagesToMove"] == 300
+    assert counts(client, dlq) == Counts(0, 0, 0)
+    assert counts(client, source) == Counts(300, 0, 0)
+    arrived = [m["MessageId"] for m in drain(client, source)]
+    assert len(arrived) == 300
+    assert sorted(arrived) == sorted(ids), "every message arrives exactly once"
+    assert drain(client, dlq) == []
+    with pytest.raises(ClientError) as info:
+        client.cancel_message_move_task(TaskHandle=handle)
+    _assert_error(info, "ResourceNotFoundException")
+    second.stop()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+@pytest.mark.server_process
+def test_a_running_task_survives_a_clean_restart_and_keeps_its_handle(tmp_path, server_factory, make_client):
+    db = tmp_path / "redrive-restart.db"
+    first, client, source, dlq, dlq_arn, ids = _own_server_with_full_dlq(server_factory, make_client, db, 40)
+    handle = client.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=10)["TaskHandle"]
+    time.sleep(0.5)
+    first.stop()
+    second = server_factory(db, "--test-clock")
+    client = make_client(second.endpoint)
+    task = latest_task(client, dlq_arn)
+    assert task["Status"] == "RUNNING", task
+    assert task["TaskHandle"] == handle
+    assert 0 < task["ApproximateNumberOfMessagesMoved"] < 40
+    client.cancel_message_move_task(TaskHandle=handle)
+    task = wait_for_task(client, dlq_arn)
+    assert task["Status"] == "CANCELLED"
+    moved = task["ApproximateNumberOfMessagesMoved"]
+    in_source = [m["MessageId"] for m in drain(client, source)]
+    in_dlq = [m["MessageId"] for m in drain(client, dlq)]
+    assert len(in_source) == moved
+    assert not set(in_source) & set(in_dlq)
+    assert sorted(in_source + in_dlq) == sorted(ids)
+    second.stop()
+
+
+@pytest.mark.server_process
+def test_a_task_cancelled_just_before_a_kill_is_cancelled_after_restart(tmp_path, server_factory, make_client):
+    db = tmp_path / "redrive-cancel-kill.db"
+    first, client, source, dlq, dlq_arn, ids = _own_server_with_full_dlq(server_factory, make_client, db, 40)
+    handle = client.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
+    client.cancel_message_move_task(TaskHandle=handle)
+    first.kill()
+    second = server_factory(db, "--test-clock")
+    client = make_client(second.endpoint)
+    task = wait_for_task(client, dlq_arn)
+    assert task["Status"] == "CANCELLED", task
+    time.sleep(0.3)
+    in_source = [m["MessageId"] for m in drain(client, source)]
+    in_dlq = [m["MessageId"] for m in drain(client, dlq)]
+    assert len(in_source) == latest_task(client, dlq_arn)["ApproximateNumberOfMessagesMoved"]
+    assert sorted(in_source + in_dlq) == sorted(ids)
+    second.stop()
