@@ -122,8 +122,7 @@ class Model:
         m.place = SOURCE
         m.visible_at = self.now
         m.receive_count = 0
-        if self.fifo:
-            m.enqueued_at = self.now
+        m.enqueued_at = self.now  # a redriven message's retention starts again in its queue
 
     def delete_succeeds(self, m: Message, handle: str) -> bool:
         if handle != m.handle or m.place not in (SOURCE, DLQ):

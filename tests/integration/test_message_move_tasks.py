@@ -568,3 +568,20 @@ def test_a_task_cancelled_just_before_a_kill_is_cancelled_after_restart(tmp_path
     assert len(in_source) == latest_task(client, dlq_arn)["ApproximateNumberOfMessagesMoved"]
     assert sorted(in_source + in_dlq) == sorted(ids)
     second.stop()
+
+
+def test_a_redriven_message_starts_its_retention_again_in_the_queue_it_returns_to(sqs, make_queue, clock):
+    source, dlq, dlq_arn = make_source_and_dlq(
+        make_queue, sqs, 1, source_attributes={"MessageRetentionPeriod": "60"},
+        dlq_attributes={"MessageRetentionPeriod": "3600"})
+    sent = sqs.send_message(QueueUrl=source, MessageBody="older than the source's retention")["MessageId"]
+    receive(sqs, source, VisibilityTimeout=10)
+    clock.advance(11)
+    assert receive(sqs, source) == []  # dead-lettered by this receive
+    clock.advance(120)  # now twice the source's retention past the send
+    sqs.start_message_move_task(SourceArn=dlq_arn)
+    assert wait_for_task(sqs, dlq_arn)["Status"] == "COMPLETED"
+    assert counts(sqs, source) == Counts(1, 0, 0), "a redriven message must not expire on arrival"
+    clock.advance(59)
+    (back,) = receive(sqs, source)
+    assert back["MessageId"] == sent
