@@ -132,13 +132,13 @@ def browse_page(client: Any, queue_url: str, max_messages: int = BROWSE_PAGE_MAX
         payload["NextToken"] = next_token
     request = AWSRequest(method="POST", url=endpoint, data=json.dumps(payload).encode(), headers={
         "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": f"AmazonSQS.{BROWSE_ACTION}"})
-    credentials = client._request_signer._credentials  # noqa: SLF001 - None when the client is unsigned
+    credentials = client._request_signer._credentials  # None when the client is unsigned
     if credentials is not None:
         SigV4Auth(credentials.get_frozen_credentials(), "sqs", client.meta.region_name).add_auth(request)
     prepared = urllib.request.Request(endpoint, data=request.body, method="POST",
                                       headers=dict(request.headers.items()))
     try:
-        with urllib.request.urlopen(prepared, timeout=60) as response:  # noqa: S310 - the configured endpoint
+        with urllib.request.urlopen(prepared, timeout=60) as response:
             body = json.loads(response.read() or b"{}")
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace")

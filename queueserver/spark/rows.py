@@ -74,7 +74,7 @@ def _timestamp(epoch_ms: str | None) -> dt.datetime | None:
     if not epoch_ms:
         return None
     try:
-        return dt.datetime.fromtimestamp(int(epoch_ms) / 1000, tz=dt.timezone.utc)
+        return dt.datetime.fromtimestamp(int(epoch_ms) / 1000, tz=dt.UTC)
     except (ValueError, OverflowError):
         return None
 

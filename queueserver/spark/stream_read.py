@@ -24,6 +24,7 @@ The protocol (measured in SPARK.md sections 4 and 10, followed here):
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -36,10 +37,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
 from queueserver.spark.options import ReadSettings
-from queueserver.spark.rows import GROUP_INDEX, SEQUENCE_INDEX, SYSTEM_ATTRIBUTE_NAMES, Row, message_row
+from queueserver.spark.rows import (
+    GROUP_INDEX,
+    SEQUENCE_INDEX,
+    SYSTEM_ATTRIBUTE_NAMES,
+    Row,
+    message_row,
+)
 from queueserver.spark.visibility import Held, HeldMessages, VisibilityHeartbeat, settle
 
 log = logging.getLogger(__name__)
@@ -162,7 +174,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
                                                    for i in range(min(PARALLEL_RECEIVES, math.ceil(left / RECEIVE_BATCH)))]
             asks[0] = min(asks[0], left)
             wait = self._s.wait_time_seconds if first else 0
-            results = list(st.pool.map(lambda n: self._receive_once(st, n, wait), asks))
+            results = list(st.pool.map(functools.partial(self._receive_once, st, wait=wait), asks))
             first = False
             for result in results:
                 got.extend(result)
@@ -170,7 +182,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
                 break  # the queue has no more for now
         return got
 
-    def _receive_once(self, st: _Runner, n: int, wait: int) -> list[tuple[Row, Held]]:
+    def _receive_once(self, st: _Runner, n: int, *, wait: int) -> list[tuple[Row, Held]]:
         sent_at = time.monotonic()
         response = st.client.receive_message(
             QueueUrl=st.queue_url, MaxNumberOfMessages=n, WaitTimeSeconds=wait,
@@ -239,7 +251,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         def on_sigterm(signum: int, frame: Any) -> None:
             try:
                 self.stop()
-            except Exception:  # noqa: BLE001 - best effort; the messages come back after their visibility anyway
+            except Exception:  # best effort: the messages come back after their visibility anyway
                 log.exception("releasing messages on SIGTERM failed")
             if callable(previous):
                 previous(signum, frame)

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from queueserver.consumer.heartbeat import CAP_SAFETY_MARGIN_MS
 from queueserver.consumer.policies import MAX_VISIBILITY_SECONDS
@@ -166,7 +166,7 @@ class VisibilityHeartbeat:
         self.extended = 0
         self.lost = 0
 
-    def start(self) -> VisibilityHeartbeat:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -176,7 +176,7 @@ class VisibilityHeartbeat:
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
-    def __enter__(self) -> VisibilityHeartbeat:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:

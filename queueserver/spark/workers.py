@@ -64,13 +64,14 @@ class _WorkPlan:
     drain: bool
     failure_policy: FailurePolicy
     shutdown_grace_period: float
+    max_seconds: float | None
 
 
 def run_workers(spark: Any, endpoint: str | None, queue: str, handler: Callable[[dict[str, Any]], Any],
                 parallelism: int = 2, visibility_timeout: int = 30, *, heartbeat_interval: float | None = None,
                 concurrency: int = 1, wait_time_seconds: int = 1, idle_polls: int = 3, drain: bool = True,
                 failure_policy: FailurePolicy | None = None, shutdown_grace_period: float = 60.0,
-                region: str | None = None, access_key_id: str | None = None,
+                max_seconds: float | None = None, region: str | None = None, access_key_id: str | None = None,
                 secret_access_key: str | None = None) -> WorkCounts:
     """Consume `queue` with `handler` on `parallelism` Spark tasks until the work is done; the counts.
 
@@ -81,6 +82,7 @@ def run_workers(spark: Any, endpoint: str | None, queue: str, handler: Callable[
     The heartbeat extends an item every `heartbeat_interval` seconds (visibility_timeout / 3
     by default); 0 turns it off. If the job is killed, items being worked on come back
     after `visibility_timeout` and the next run does them; items already deleted are done.
+    `max_seconds` bounds each task's time (its items in progress are finished or released).
     """
     require_pyspark()
     if parallelism < 1:
@@ -95,7 +97,7 @@ def run_workers(spark: Any, endpoint: str | None, queue: str, handler: Callable[
                                 secret_access_key=secret_access_key),
                      visibility_timeout, interval, concurrency, wait_time_seconds,
                      idle_polls * max(1, wait_time_seconds), drain, failure_policy or MakeVisibleNow(),
-                     shutdown_grace_period)
+                     shutdown_grace_period, max_seconds)
     # Build a Worker here once, so that a bad option fails on the driver with the worker's own message.
     Worker(None, queue_url, handler, **_worker_options(plan))
     sc = spark.sparkContext
@@ -197,8 +199,10 @@ def _work_partition(plan: _WorkPlan, handler: Callable[[dict[str, Any]], Any], i
     started = time.monotonic()
     worker.start()
     try:
-        while True:
-            time.sleep(POLL_SECONDS)
+        while not worker.join(timeout=POLL_SECONDS):  # raises if the worker crashed
+            if plan.max_seconds is not None and time.monotonic() - started >= plan.max_seconds:
+                log.warning("worker %d: max_seconds (%g) reached; stopping", index, plan.max_seconds)
+                break
             counters = worker.counters
             if activity.idle_for() < plan.idle_seconds or counters.received > counters.succeeded + counters.failed + counters.released + counters.lost:
                 continue

@@ -27,7 +27,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import StructType
 
 from queueserver.spark.options import WriteSettings
@@ -192,7 +196,7 @@ def _partition_id() -> int:
     return context.partitionId() if context is not None else 0
 
 
-def _check(queue_url: str, messages: list[SentMessages | None]) -> int:
+def _check(queue_url: str, messages: list[WriterCommitMessage | None]) -> int:
     done = [m for m in messages if isinstance(m, SentMessages)]
     failed = sum(m.failed for m in done)
     total = sum(m.sent + m.failed for m in done)
@@ -210,11 +214,11 @@ class QueueWriter(DataSourceWriter):  # type: ignore[misc]
     def write(self, iterator: Iterator[Any]) -> SentMessages:
         return send_rows(self._plan, iterator, _partition_id())
 
-    def commit(self, messages: list[SentMessages | None]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         total = _check(self._plan.queue_url, messages)
         log.info("wrote %d message(s) to %s", total, self._plan.queue_url)
 
-    def abort(self, messages: list[SentMessages | None]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         sent = sum(m.sent for m in messages if isinstance(m, SentMessages))
         log.error("the write to %s failed; %d message(s) had been sent and stay on the queue (it has no "
                   "transaction to roll back)", self._plan.queue_url, sent)
@@ -229,11 +233,11 @@ class QueueStreamWriter(DataSourceStreamWriter):  # type: ignore[misc]
     def write(self, iterator: Iterator[Any]) -> SentMessages:
         return send_rows(self._plan, iterator, _partition_id())
 
-    def commit(self, messages: list[SentMessages | None], batchId: int) -> None:  # noqa: N803 - Spark's name
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         total = _check(self._plan.queue_url, messages)
         log.info("batch %d: wrote %d message(s) to %s", batchId, total, self._plan.queue_url)
 
-    def abort(self, messages: list[SentMessages | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         sent = sum(m.sent for m in messages if isinstance(m, SentMessages))
         log.error("batch %d of the stream to %s failed; %d message(s) had been sent and stay on the queue",
                   batchId, self._plan.queue_url, sent)

@@ -1,0 +1,194 @@
+"""Fixtures of the Spark tests: one local[2] SparkSession for the whole run, one real queueserver, boto3.
+
+Every test here carries the `spark` marker (added below if a module forgets), which the
+default `pytest` run deselects and `.ci/run` selects in a step of its own:
+`python -m pytest -m spark tests/spark`. These tests never skip: without PySpark or
+Java they fail with what to install, and a skip is turned into a failure, so CI can
+not pass without having run them.
+
+Why one session and a real-clock server: a SparkSession takes 5-10 s to start here
+(SPARK.md section 2), and Spark's own timing (micro-batches, task kills) cannot be
+moved by the server's test clock, so visibility timeouts in these tests are real and
+short (2-3 s).
+
+This module must import without PySpark: the default run collects (and deselects) it.
+"""
+
+from __future__ import annotations
+
+import os
+import queue as queue_module
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SPARK_DIR = Path(__file__).resolve().parent
+if str(SPARK_DIR) not in sys.path:  # sparkkit, whatever the import mode
+    sys.path.insert(0, str(SPARK_DIR))
+READY_TIMEOUT_S = 20.0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test under tests/spark `spark` before `-m` selects (tryfirst)."""
+    for item in items:
+        if SPARK_DIR in Path(str(item.path)).parents and item.get_closest_marker("spark") is None:
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A Spark test that skips fails instead: CI must never pass without running them."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and SPARK_DIR in Path(str(item.path)).parents and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"a Spark test must not skip (it was skipped: {report.longrepr})"
+
+
+class Server:
+    """A `python -m queueserver serve` child process on a free loopback port, on the real clock."""
+
+    def __init__(self, db: Path) -> None:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+        self.stderr_path = db.with_suffix(".stderr.log")
+        self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "queueserver", "serve", "--port", "0", "--db", str(db), "--log-level", "warning"],
+            cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr)
+        lines: queue_module.Queue[str] = queue_module.Queue()
+        self._reader = threading.Thread(target=self._read_stdout, args=(lines,), daemon=True)
+        self._reader.start()
+        try:
+            first = lines.get(timeout=READY_TIMEOUT_S)
+        except queue_module.Empty:
+            first = ""
+        if not first.startswith("READY "):
+            self.stop()
+            pytest.fail(f"queueserver did not get ready (first line {first!r}):\n{self.stderr_path.read_text()}")
+        self.endpoint = first.split(" ", 1)[1].strip()
+
+    def _read_stdout(self, lines: queue_module.Queue[str]) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            lines.put(raw.decode("utf-8", "replace"))
+        lines.put("")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._reader.join(timeout=5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._stderr.close()
+
+
+@pytest.fixture(scope="session")
+def qserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = Server(tmp_path_factory.mktemp("spark-server") / "queues.db")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def endpoint(qserver: Server) -> str:
+    return qserver.endpoint
+
+
+@pytest.fixture(scope="session")
+def sqs(endpoint: str) -> Any:
+    session = boto3.session.Session(aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1")
+    return session.client("sqs", endpoint_url=endpoint,
+                          config=Config(retries={"max_attempts": 1}, connect_timeout=5, read_timeout=45))
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The one SparkSession: local[2], no UI, the JVM flags SPARK.md measured as cheaper."""
+    from queueserver.spark import PySparkMissing, require_pyspark
+
+    try:
+        require_pyspark()
+    except PySparkMissing as exc:
+        pytest.fail(f"{exc} (the spark tests fail rather than skip without it)", pytrace=False)
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.fail("Spark needs Java 17 or 21: apt-get install openjdk-17-jre-headless", pytrace=False)
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors must import queueserver from this venv
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("queueserver-spark-tests")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
+               .config("spark.driver.memory", "1g").config("spark.sql.streaming.stopTimeout", "10s")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local")))
+               .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    from queueserver.spark import register
+
+    register(session)
+    yield session
+    for query in session.streams.active:
+        query.stop()
+    session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_queries(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A failing test must not leave a stream running into the next one."""
+    yield
+    if "spark" in request.fixturenames:
+        session = request.getfixturevalue("spark")
+        for query in session.streams.active:
+            query.stop()
+
+
+@pytest.fixture
+def make_queue(sqs: Any) -> Callable[..., str]:
+    """make_queue(name="q", fifo=False, attributes=None, dead_letter_after=None) -> URL of a fresh queue.
+
+    With dead_letter_after=N the queue gets a fresh dead-letter queue (its URL is in
+    `make_queue.dead_letters[url]`) and a RedrivePolicy with maxReceiveCount N.
+    """
+    dead_letters: dict[str, str] = {}
+
+    def make(name: str = "q", fifo: bool = False, attributes: dict[str, str] | None = None,
+             dead_letter_after: int | None = None) -> str:
+        suffix = ".fifo" if fifo else ""
+        attrs = dict(attributes or {})
+        if fifo:
+            attrs.setdefault("FifoQueue", "true")
+        dlq_url = None
+        if dead_letter_after is not None:
+            dlq_url = sqs.create_queue(QueueName=f"{name}-dlq-{uuid.uuid4().hex[:8]}{suffix}",
+                                       Attributes={"FifoQueue": "true"} if fifo else {})["QueueUrl"]
+            arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            attrs["RedrivePolicy"] = f'{{"deadLetterTargetArn": "{arn}", "maxReceiveCount": "{dead_letter_after}"}}'
+        url = str(sqs.create_queue(QueueName=f"{name}-{uuid.uuid4().hex[:10]}{suffix}", Attributes=attrs)["QueueUrl"])
+        if dlq_url is not None:
+            dead_letters[url] = dlq_url
+        return url
+
+    make.dead_letters = dead_letters  # type: ignore[attr-defined]
+    return make

@@ -1,0 +1,41 @@
+"""Helpers of the Spark tests: queue counts, batch sends, waits. Plain functions, no PySpark."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+
+def counts(sqs: Any, queue_url: str) -> tuple[int, int]:
+    """(visible, in flight) of a queue."""
+    a = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=[
+        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+    return int(a["ApproximateNumberOfMessages"]), int(a["ApproximateNumberOfMessagesNotVisible"])
+
+
+def send(sqs: Any, queue_url: str, bodies: list[str], **kwargs: Any) -> None:
+    """SendMessageBatch, ten a call; kwargs(i) may give per-message extras via a callable."""
+    for start in range(0, len(bodies), 10):
+        entries = []
+        for i, body in enumerate(bodies[start:start + 10], start):
+            entry: dict[str, Any] = {"Id": str(i - start), "MessageBody": body}
+            for key, value in kwargs.items():
+                entry[key] = value(i) if callable(value) else value
+            entries.append(entry)
+        response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+        assert not response.get("Failed"), response["Failed"]
+
+
+def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    """Poll until `predicate()` is truthy; fail (never hang) after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
