@@ -47,6 +47,10 @@ class QueueEngine:
         self._in_flight_limit = in_flight_limit
         self._fifo_in_flight_limit = fifo_in_flight_limit
         self._at_in_flight_limit: set[int] = set()
+        # Per standard queue, an estimate of its in-flight messages kept without a count per receive:
+        # claims add, deletes subtract, expiries are not seen (so it errs high); an exact count is
+        # taken only when it reaches the limit.
+        self._in_flight_estimate: dict[int, int] = {}
         self._fair_cursors: dict[int, str] = {}  # where each fair queue's next receive starts
         self._deleted_at: dict[tuple[str, str, str], int] = {}
         self._purged_at: dict[int, int] = {}
@@ -184,6 +188,7 @@ class QueueEngine:
         def purge(tx: Transaction) -> None:
             self._require(queue)
             message_store.delete_all(tx.conn, queue.id)
+            self._in_flight_estimate.pop(queue.id, None)
 
         await self._db.run(purge)
         self._purged_at[queue.id] = now
@@ -266,8 +271,10 @@ class QueueEngine:
                 else:
                     outcomes.append(EntryOutcome())
             if not current.fifo:
-                message_store.delete_received(tx.conn, queue.id, [
+                deleted = message_store.delete_received(tx.conn, queue.id, [
                     (r.row_id, r.token) for r in receipts if r is not None and r.queue_id == queue.id])
+                if queue.id in self._in_flight_estimate:
+                    self._in_flight_estimate[queue.id] = max(0, self._in_flight_estimate[queue.id] - deleted)
             return outcomes
 
         outcomes = await self._db.run(delete)
@@ -322,7 +329,11 @@ class QueueEngine:
         if current.fifo:
             rows, moved = group_claims.claim_fifo(tx.conn, claim, self._fifo_in_flight_limit)
         else:
-            if claims.in_flight(tx.conn, queue.id, now, self._in_flight_limit) >= self._in_flight_limit:
+            in_flight = self._in_flight_estimate.get(queue.id)
+            if in_flight is None or in_flight >= self._in_flight_limit:
+                in_flight = claims.in_flight(tx.conn, queue.id, now, self._in_flight_limit)
+                self._in_flight_estimate[queue.id] = in_flight
+            if in_flight >= self._in_flight_limit:
                 self._at_in_flight_limit.add(queue.id)
                 if short_poll:
                     raise errors.OverLimit(
@@ -334,6 +345,7 @@ class QueueEngine:
                     tx.conn, claim, self._fair_cursors.get(queue.id, ""))
             else:
                 rows, moved = claims.claim_standard(tx.conn, claim)
+            self._in_flight_estimate[queue.id] = in_flight + len(rows)
         moved_to = claim.dead_letter.queue_id if moved and claim.dead_letter else None
         if not rows:
             return [], message_store.next_visible_at(tx.conn, queue.id, now), moved_to

@@ -113,12 +113,12 @@ def bodies(conn: sqlite3.Connection, row_ids: list[int]) -> dict[int, tuple]:
     return {row[0]: row for row in conn.execute(query, row_ids)}
 
 
-def delete_received(conn: sqlite3.Connection, queue_id: int, receipts: Iterable[tuple[int, int]]) -> None:
-    """Delete by (row id, token); a stale token deletes nothing."""
-    conn.executemany(
+def delete_received(conn: sqlite3.Connection, queue_id: int, receipts: Iterable[tuple[int, int]]) -> int:
+    """Delete by (row id, token); a stale token deletes nothing. Returns how many were deleted."""
+    return conn.executemany(
         "DELETE FROM messages WHERE id = ? AND receipt_token = ? AND queue_id = ?",
         [(row_id, token, queue_id) for row_id, token in receipts],
-    )
+    ).rowcount
 
 
 def delete_in_flight(conn: sqlite3.Connection, queue_id: int, row_id: int, token: int, now_ms: int) -> bool:
