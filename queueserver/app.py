@@ -1,8 +1,15 @@
-"""The starlette adapter: HTTP in, Dispatcher, HTTP out; plus the test-clock endpoint."""
+"""The HTTP adapter: HTTP in, Dispatcher, HTTP out; plus the test-clock endpoint.
+
+The SQS endpoint is a plain ASGI callable that builds the request from the ASGI scope:
+it is every request's path, and starlette's Request/Response/routing cost ~22 µs a
+request there (measured: 20.4k vs 35–37k req/s for a trivial endpoint on this uvicorn).
+Starlette serves the rest (the test clock), where convenience matters more.
+"""
 
 from __future__ import annotations
 
 import json
+from typing import Any, Awaitable, Callable
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -17,22 +24,37 @@ from queueserver.storage import QueueEngine
 CLOCK_PATH = "/_queueserver/clock"
 
 
-def create_app(config: ServerConfig, engine: QueueEngine) -> Starlette:
+ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
+                   Awaitable[None]]
+
+
+def create_app(config: ServerConfig, engine: QueueEngine) -> ASGIApp:
     dispatcher = Dispatcher(engine, config.region, config.account_id)
     default_host = f"{config.host}:{config.port}"
 
-    async def sqs(request: Request) -> Response:
+    async def sqs(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
         http_request = HttpRequest(
-            method=request.method,
-            path=request.url.path,
-            headers={k.lower(): v for k, v in request.headers.items()},
-            body=await request.body(),
-            scheme=request.url.scheme,
+            method=scope["method"],
+            path=scope["path"],
+            headers={name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]},
+            body=b"".join(chunks),
+            scheme=scope.get("scheme", "http"),
             default_host=default_host,
-            query_string=request.url.query,
+            query_string=scope.get("query_string", b"").decode("latin-1"),
         )
         response = await dispatcher.handle(http_request)
-        return Response(response.body, status_code=response.status, headers=response.headers)
+        headers = [(b"content-length", str(len(response.body)).encode())]
+        headers += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.headers.items()]
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
+        await send({"type": "http.response.body", "body": response.body})
 
     async def clock(request: Request) -> Response:
         """Move the manual clock (only with --test-clock): POST {"advance_seconds": S}."""
@@ -49,7 +71,12 @@ def create_app(config: ServerConfig, engine: QueueEngine) -> Starlette:
             manual.advance(round(seconds * 1000))
         return JSONResponse({"now_ms": manual.now_ms()})
 
-    return Starlette(routes=[
-        Route(CLOCK_PATH, clock, methods=["GET", "POST"]),
-        Route("/{path:path}", sqs, methods=["GET", "POST"]),
-    ])
+    extras = Starlette(routes=[Route(CLOCK_PATH, clock, methods=["GET", "POST"])])
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] != CLOCK_PATH:
+            await sqs(scope, receive, send)
+        else:
+            await extras(scope, receive, send)
+
+    return app

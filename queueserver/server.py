@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import sys
 from typing import Any
@@ -48,6 +49,10 @@ async def serve(config: ServerConfig) -> None:
         in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit)
     try:
         app = create_app(config, engine)
+        # Start-up objects live for the whole run: keep the collector from scanning them again
+        # and again (it took 3-4 % of the CPU under load).
+        gc.freeze()
+        gc.set_threshold(10_000, 20, 20)
         uvicorn_config = uvicorn.Config(
             app, host=config.host, port=config.port, access_log=False, log_level="warning",
             http="httptools", loop="none", lifespan="off", timeout_graceful_shutdown=30,

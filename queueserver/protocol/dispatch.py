@@ -7,6 +7,7 @@ so the HTTP adapter stays thin and a handler never knows which protocol came in.
 from __future__ import annotations
 
 import logging
+import random
 import re
 import uuid
 from dataclasses import dataclass
@@ -77,6 +78,7 @@ class Dispatcher:
         self._engine = engine
         self._region = region
         self._account = account
+        self._random = random.Random()  # request ids need no secrecy, and os.urandom costs a syscall each
 
     def _context(self, request: HttpRequest, request_id: str,
                  query_credential: str | None = None) -> RequestContext:
@@ -92,7 +94,7 @@ class Dispatcher:
                               request_id=request_id, sender_id=sender)
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
-        request_id = str(uuid.uuid4())
+        request_id = str(uuid.UUID(int=self._random.getrandbits(128), version=4))
         target = request.headers.get("x-amz-target", "")
         content_type = request.headers.get("content-type", "")
         if target.startswith("AmazonSQS.") or content_type.startswith("application/x-amz-json"):

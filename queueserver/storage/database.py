@@ -280,8 +280,7 @@ class Database:
         elif self._failing is not None:
             log.warning("storage recovered: writes succeed again")
             self._failing = None
-        for op, (ok, value) in zip(group, outcomes):
-            self._resolve(op, ok, value)
+        self._settle(group, outcomes)
 
     def _storage_error(self, exc: BaseException) -> errors.SQSError:
         reason = describe(exc)
@@ -314,19 +313,26 @@ class Database:
         log.warning("the database file %s is restored", self._path)
 
     @staticmethod
-    def _resolve(op: _Operation, ok: bool, value: Any) -> None:
-        def settle() -> None:
-            if op.future.done():
-                return
-            if ok:
-                op.future.set_result(value)
-            else:
-                op.future.set_exception(value)
+    def _settle(group: list[_Operation], outcomes: list[tuple[bool, Any]]) -> None:
+        """Hand every result back to its event loop: one wake-up of each loop per group."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, bool, Any]]] = {}
+        for op, (ok, value) in zip(group, outcomes):
+            by_loop.setdefault(op.loop, []).append((op.future, ok, value))
 
-        try:
-            op.loop.call_soon_threadsafe(settle)
-        except RuntimeError:  # the loop is gone; nobody is waiting
-            pass
+        def settle(results: list[tuple[asyncio.Future, bool, Any]]) -> None:
+            for future, ok, value in results:
+                if future.done():
+                    continue
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
+
+        for loop, results in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(settle, results)
+            except RuntimeError:  # the loop is gone; nobody is waiting
+                pass
 
 
 def _identity(path: str) -> tuple[int, int] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import sqlite3
 import uuid
 from typing import Callable
@@ -52,6 +53,7 @@ class QueueEngine:
         # taken only when it reaches the limit.
         self._in_flight_estimate: dict[int, int] = {}
         self._fair_cursors: dict[int, str] = {}  # where each fair queue's next receive starts
+        self._random = random.Random()  # MessageIds: unique, not secret; os.urandom costs a syscall each
         self._deleted_at: dict[tuple[str, str, str], int] = {}
         self._purged_at: dict[int, int] = {}
         self._waiters = Waiters(clock, asyncio.get_running_loop())
@@ -213,7 +215,7 @@ class QueueEngine:
                         continue
                 row_id = self._next_row_id
                 self._next_row_id += 1
-                message_id = str(uuid.uuid4())
+                message_id = str(uuid.UUID(int=self._random.getrandbits(128), version=4))
                 sequence = sequence_number(row_id) if current.fifo else None
                 if sequence is not None and m.deduplication_id is not None:
                     message_store.remember_deduplication(tx.conn, queue.id, scope, m.deduplication_id,
@@ -225,7 +227,7 @@ class QueueEngine:
             return sent
 
         sent = await self._db.run(send)
-        self._notify(queue.id)
+        self._notify(queue.id, len(messages))
         return sent
 
     async def receive_messages(self, queue: Queue, max_messages: int, visibility_timeout: int,
@@ -242,7 +244,7 @@ class QueueEngine:
                     lambda tx: self._claim(tx, queue, max_messages, visibility_timeout, attempt_id,
                                            short_poll=waiter is None))
                 if moved_to is not None:
-                    self._notify(moved_to)
+                    self._notify(moved_to[0], moved_to[1])
                 if messages or waiter is None:
                     return messages
                 if self._clock.now_ms() >= deadline_ms or loop.time() >= real_deadline:
@@ -279,7 +281,7 @@ class QueueEngine:
 
         outcomes = await self._db.run(delete)
         if queue.id in self._at_in_flight_limit or queue.fifo:
-            self._notify(queue.id)  # a deleted message may free its group or the in-flight limit
+            self._notify(queue.id, len(handles))  # a deleted message may free its group or the in-flight limit
         return outcomes
 
     async def change_visibility(self, queue: Queue, changes: list[VisibilityChange]) -> list[EntryOutcome]:
@@ -290,7 +292,7 @@ class QueueEngine:
             return [self._change_one(tx, queue, c, now) for c in changes]
 
         outcomes = await self._db.run(change)
-        self._notify(queue.id)
+        self._notify(queue.id, len(changes))
         return outcomes
 
     async def browse_messages(self, queue: Queue, after: int, limit: int) -> list[BrowsedMessage]:
@@ -313,7 +315,7 @@ class QueueEngine:
     # -- on the database thread ----------------------------------------------
 
     def _claim(self, tx: Transaction, queue: Queue, n: int, visibility_timeout: int, attempt_id: str | None,
-               short_poll: bool) -> tuple[list[ReceivedMessage], int | None, int | None]:
+               short_poll: bool) -> tuple[list[ReceivedMessage], int | None, tuple[int, int] | None]:
         """(messages, when the next hidden one shows, the dead-letter queue that got messages)."""
         current = self._require(queue)
         now = self._clock.now_ms()
@@ -346,7 +348,7 @@ class QueueEngine:
             else:
                 rows, moved = claims.claim_standard(tx.conn, claim)
             self._in_flight_estimate[queue.id] = in_flight + len(rows)
-        moved_to = claim.dead_letter.queue_id if moved and claim.dead_letter else None
+        moved_to = (claim.dead_letter.queue_id, moved) if moved and claim.dead_letter else None
         if not rows:
             return [], message_store.next_visible_at(tx.conn, queue.id, now), moved_to
         if current.fifo and attempt_id is not None:
@@ -410,8 +412,8 @@ class QueueEngine:
     def _cutoff(queue: Queue, now: int) -> int:
         return now - queue.retention_seconds * 1000
 
-    def _notify(self, queue_id: int) -> None:
-        self._waiters.notify(queue_id)
+    def _notify(self, queue_id: int, count: int | None = None) -> None:
+        self._waiters.notify(queue_id, count)
 
     # -- retention ------------------------------------------------------------
 

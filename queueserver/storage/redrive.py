@@ -14,6 +14,7 @@ import json
 import logging
 import sqlite3
 import uuid
+from collections import Counter
 from typing import Callable
 
 from queueserver import errors
@@ -31,7 +32,7 @@ _COLUMNS = ("handle, status, source_arn, destination_arn, rate, moved, to_move, 
 
 class Redriver:
     def __init__(self, db: Database, clock: Clock, find_queue: Callable[[str], Queue | None],
-                 notify: Callable[[int], None]) -> None:
+                 notify: Callable[[int, int | None], None]) -> None:
         self._db = db
         self._clock = clock
         self._find_queue = find_queue
@@ -105,22 +106,22 @@ class Redriver:
                 log.warning("move task %d paused by a storage error: %s", task_id, exc)
                 await asyncio.sleep(1)
                 continue
-            for queue_id in moved_to:
-                self._notify(queue_id)
+            for queue_id, count in moved_to.items():
+                self._notify(queue_id, count)
             if status != "RUNNING":
                 return
             # Pace to MaxNumberOfMessagesPerSecond; otherwise just let other work in.
             await asyncio.sleep(step_size / rate if rate else 0)
 
-    def _step(self, tx: Transaction, task_id: int) -> tuple[str, set[int], int, int | None]:
+    def _step(self, tx: Transaction, task_id: int) -> tuple[str, Counter[int], int, int | None]:
         conn = tx.conn
         (_, status, source_arn, destination_arn, rate, _, _, _, _, _, source_id, last_row_id) = conn.execute(
             f"SELECT {_COLUMNS} FROM move_tasks WHERE id = ?", (task_id,)).fetchone()
         if status == "CANCELLING":
             conn.execute("UPDATE move_tasks SET status = 'CANCELLED' WHERE id = ?", (task_id,))
-            return "CANCELLED", set(), 0, rate
+            return "CANCELLED", Counter(), 0, rate
         if status != "RUNNING":
-            return status, set(), 0, rate
+            return status, Counter(), 0, rate
         now = self._clock.now_ms()
         step_size = max(1, min(CHUNK, rate // 10)) if rate else CHUNK  # ~10 paced steps a second
         source = self._find_queue(source_arn)
@@ -132,7 +133,7 @@ class Redriver:
             (source_id, last_row_id, now, cutoff, step_size)).fetchall()
         if not rows:
             conn.execute("UPDATE move_tasks SET status = 'COMPLETED' WHERE id = ?", (task_id,))
-            return "COMPLETED", set(), 0, rate
+            return "COMPLETED", Counter(), 0, rate
         moves = []
         for row_id, origin_arn in rows:
             arn = destination_arn or origin_arn
@@ -153,4 +154,4 @@ class Redriver:
                          [(m[3],) for m in moves])
         conn.execute("UPDATE move_tasks SET moved = moved + ? WHERE id = ?", (len(moves), task_id))
         status = conn.execute("SELECT status FROM move_tasks WHERE id = ?", (task_id,)).fetchone()[0]
-        return status, {m[0] for m in moves}, len(moves), rate
+        return status, Counter(m[0] for m in moves), len(moves), rate
