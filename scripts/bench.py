@@ -1207,7 +1207,8 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             ceiling.stop()
     else:
         results["ceiling"] = {"req_per_s": float("nan"), "p50_ms": float("nan"), "p99_ms": float("nan"),
-                              "server_cpu": float("nan"), "client_cpu": float("nan")}
+                              "server_cpu": float("nan"), "client_cpu": float("nan"),
+                              "foreign_cpu": float("nan"), "msgs_per_cpu_s": float("nan")}
     for backlog in args.backlogs:
         print(f"backlog {backlog:,}: starting queueserver on a fresh database", flush=True)
         db = tmp / f"bench-{backlog}.db"
