@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from queueserver import limits
@@ -11,7 +12,11 @@ from queueserver import limits
 
 @dataclass(frozen=True)
 class Queue:
-    """A queue as stored; `attributes` holds the settable attributes as SQS strings."""
+    """A queue as stored; `attributes` holds the settable attributes as SQS strings.
+
+    Immutable and replaced whole on every change, so the values read from `attributes`
+    on every request are parsed once per Queue (cached_property).
+    """
 
     id: int
     region: str
@@ -35,27 +40,27 @@ class Queue:
         value = self.attributes.get(name)
         return default if value is None else int(value)
 
-    @property
+    @cached_property
     def visibility_timeout(self) -> int:
         return self._int("VisibilityTimeout", limits.DEFAULT_VISIBILITY_TIMEOUT)
 
-    @property
+    @cached_property
     def delay_seconds(self) -> int:
         return self._int("DelaySeconds", 0)
 
-    @property
+    @cached_property
     def retention_seconds(self) -> int:
         return self._int("MessageRetentionPeriod", limits.DEFAULT_RETENTION_SECONDS)
 
-    @property
+    @cached_property
     def maximum_message_size(self) -> int:
         return self._int("MaximumMessageSize", limits.MAX_MESSAGE_SIZE)
 
-    @property
+    @cached_property
     def receive_wait_seconds(self) -> int:
         return self._int("ReceiveMessageWaitTimeSeconds", 0)
 
-    @property
+    @cached_property
     def redrive_policy(self) -> tuple[str, int] | None:
         """(deadLetterTargetArn, maxReceiveCount), if the queue has a dead-letter queue."""
         text = self.attributes.get("RedrivePolicy")
@@ -143,10 +148,9 @@ class VisibilityChange:
 
 @dataclass
 class EntryOutcome:
-    """One entry of a batch operation: its result, or the error it failed with."""
+    """One entry of a batch operation: done, or the error it failed with."""
 
     error: Exception | None = None
-    result: Any = field(default=None)
 
 
 @dataclass(frozen=True)

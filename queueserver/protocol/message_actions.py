@@ -14,7 +14,7 @@ from queueserver.protocol.params import RequestContext
 from queueserver.protocol.queue_actions import resolve_queue
 from queueserver.storage import QueueEngine
 
-_BATCH_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+_BATCH_ID = re.compile(rf"^[A-Za-z0-9_-]{{1,{limits.MAX_BATCH_ENTRY_ID_LENGTH}}}$")
 _PRINTABLE_ID = re.compile(r"^[!-~]{1,128}$")
 _DELAY_REASON = "DelaySeconds must be >= 0 and <= 900."
 _VISIBILITY_REASON = "VisibilityTimeout must be an integer between 0 and 43200."
@@ -28,7 +28,7 @@ _SYSTEM_ATTRIBUTES = (
 
 def _new_message(queue: Queue, entry: dict[str, Any]) -> tuple[NewMessage, int]:
     """Validate one message to send; returns it and its size in bytes."""
-    size = messages.check_body(entry.get("MessageBody"), queue.maximum_message_size)
+    size = messages.check_body(entry.get("MessageBody"))
     delay = params.integer(entry, "DelaySeconds", queue.delay_seconds, 0, limits.MAX_DELAY_SECONDS, _DELAY_REASON)
     raw_attributes = entry.get("MessageAttributes") or None
     size += messages.check_message_attributes(raw_attributes)

@@ -24,7 +24,7 @@ def first_invalid_character(text: str) -> str | None:
     return None if match is None else match.group()
 
 
-def check_body(body: Any, maximum_size: int) -> int:
+def check_body(body: Any) -> int:
     """Validate a MessageBody; returns its size in bytes."""
     if body is None or body == "":
         raise errors.MissingParameter("The request must contain the parameter MessageBody.")

@@ -14,8 +14,8 @@ from queueserver.protocol import params, queue_attributes, redrive_policy
 from queueserver.protocol.params import RequestContext
 from queueserver.storage import QueueEngine
 
-_STANDARD_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
-_FIFO_NAME = re.compile(r"^[A-Za-z0-9_-]{1,75}\.fifo$")
+_STANDARD_NAME = re.compile(rf"^[A-Za-z0-9_-]{{1,{limits.MAX_QUEUE_NAME_LENGTH}}}$")
+_FIFO_NAME = re.compile(rf"^[A-Za-z0-9_-]{{1,{limits.MAX_QUEUE_NAME_LENGTH - len('.fifo')}}}\.fifo$")
 _PERMISSION_ACTIONS = {
     "*", "ChangeMessageVisibility", "DeleteMessage", "GetQueueAttributes", "GetQueueUrl",
     "ListDeadLetterSourceQueues", "PurgeQueue", "ReceiveMessage", "SendMessage",

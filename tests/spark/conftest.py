@@ -17,12 +17,8 @@ This module must import without PySpark: the default run collects (and deselects
 from __future__ import annotations
 
 import os
-import queue as queue_module
 import shutil
-import signal
-import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,12 +27,11 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
+from serverkit import REPO_ROOT, Server
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SPARK_DIR = Path(__file__).resolve().parent
 if str(SPARK_DIR) not in sys.path:  # sparkkit, whatever the import mode
     sys.path.insert(0, str(SPARK_DIR))
-READY_TIMEOUT_S = 20.0
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -57,52 +52,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = f"a Spark test must not skip (it was skipped: {report.longrepr})"
 
 
-class Server:
-    """A `python -m queueserver serve` child process on a free loopback port, on the real clock."""
-
-    def __init__(self, db: Path) -> None:
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-        self.stderr_path = db.with_suffix(".stderr.log")
-        self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "queueserver", "serve", "--port", "0", "--db", str(db), "--log-level", "warning"],
-            cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr)
-        lines: queue_module.Queue[str] = queue_module.Queue()
-        self._reader = threading.Thread(target=self._read_stdout, args=(lines,), daemon=True)
-        self._reader.start()
-        try:
-            first = lines.get(timeout=READY_TIMEOUT_S)
-        except queue_module.Empty:
-            first = ""
-        if not first.startswith("READY "):
-            self.stop()
-            pytest.fail(f"queueserver did not get ready (first line {first!r}):\n{self.stderr_path.read_text()}")
-        self.endpoint = first.split(" ", 1)[1].strip()
-
-    def _read_stdout(self, lines: queue_module.Queue[str]) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            lines.put(raw.decode("utf-8", "replace"))
-        lines.put("")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._reader.join(timeout=5)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self._stderr.close()
-
-
 @pytest.fixture(scope="session")
 def qserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = Server(tmp_path_factory.mktemp("spark-server") / "queues.db")
+    # On the real clock: Spark's own timing cannot follow the server's test clock.
+    server = Server(tmp_path_factory.mktemp("spark-server") / "queues.db", "--log-level", "warning")
     yield server
     server.stop()
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
-import pytest
+import serverkit
 
 
 def counts(sqs: Any, queue_url: str) -> tuple[int, int]:
@@ -30,12 +29,5 @@ def send(sqs: Any, queue_url: str, bodies: list[str], **kwargs: Any) -> None:
 
 
 def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    """Poll until `predicate()` is truthy; fail (never hang) after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    return serverkit.wait_for(predicate, what, timeout, interval=0.05)
+

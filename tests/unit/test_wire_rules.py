@@ -51,12 +51,12 @@ def test_the_md5_of_message_attributes_matches_the_sdk_algorithm() -> None:
 @pytest.mark.parametrize("body", ["\x00", "a\x08b", "\ufffe", "\ud800", "\uffff"])
 def test_characters_outside_xml_are_invalid_message_contents(body: str) -> None:
     with pytest.raises(errors.InvalidMessageContents):
-        messages.check_body(body, 1024)
+        messages.check_body(body)
 
 
 @pytest.mark.parametrize("body", ["\t\n\r", "emoji \U0001F600", "\ud7ff\ue000\ufffd", "\U0010ffff"])
 def test_every_allowed_character_is_accepted(body: str) -> None:
-    assert messages.check_body(body, 1024) == len(body.encode("utf-8"))
+    assert messages.check_body(body) == len(body.encode("utf-8"))
 
 
 def test_a_receipt_handle_round_trips_and_cannot_be_forged() -> None:
