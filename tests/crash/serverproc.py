@@ -25,6 +25,7 @@ from typing import IO, Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import BotoCoreError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "000000000000"
@@ -204,8 +205,21 @@ _SESSION = boto3.session.Session(aws_access_key_id="test", aws_secret_access_key
 _CLIENT_LOCK = threading.Lock()  # building clients from one session is not thread-safe
 
 
+class ResponseCutShort(BotoCoreError):
+    fmt = "The response ended after {received} of its {expected} bytes: the server died while sending it"
+
+
+def _refuse_cut_responses(http_response: Any, **_: Any) -> None:
+    """botocore parses a body cut short by the server's death as an empty success ({}):
+    a DeleteMessageBatch answered so would look acknowledged with nothing deleted."""
+    expected = http_response.headers.get("content-length")
+    received = len(http_response.content)
+    if expected is not None and int(expected) != received:
+        raise ResponseCutShort(received=received, expected=expected)
+
+
 def make_client(endpoint: str, read_timeout: float = 5, connect_timeout: float = 2) -> Any:
-    """A client that makes exactly one attempt per call.
+    """A client that makes exactly one attempt per call and never takes a cut response for an answer.
 
     botocore's `max_attempts` counts *retries* (max_attempts=1 is two attempts); only
     `total_max_attempts` counts the first one.
@@ -213,5 +227,7 @@ def make_client(endpoint: str, read_timeout: float = 5, connect_timeout: float =
     config = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=connect_timeout,
                     read_timeout=read_timeout, max_pool_connections=4)
     with _CLIENT_LOCK:
-        return _SESSION.client("sqs", region_name="us-east-1", endpoint_url=endpoint,
-                               aws_access_key_id="test", aws_secret_access_key="test", config=config)
+        client = _SESSION.client("sqs", region_name="us-east-1", endpoint_url=endpoint,
+                                 aws_access_key_id="test", aws_secret_access_key="test", config=config)
+    client.meta.events.register("after-call.sqs", _refuse_cut_responses)
+    return client

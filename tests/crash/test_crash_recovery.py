@@ -11,9 +11,13 @@ records, so that a clean result means something.
 
 from __future__ import annotations
 
+import socket
+import threading
+
 import pytest
 from crashkit import ACKED, REFUSED, UNKNOWN, Ledger, crash_run, verify
-from serverproc import run_queueserver
+from crashledger import classify
+from serverproc import ResponseCutShort, make_client, run_queueserver
 
 pytestmark = pytest.mark.server_process
 
@@ -113,3 +117,27 @@ def test_the_checker_flags_receive_counts_that_go_down_or_stand_still():
     figures = verify(ledger, {"kept": ("m-kept", 6)}, 1, "ok")
     assert len(figures.count_regressions) == 1, figures.report()
     assert len(figures.counts_not_increased) == 1, figures.report()
+
+
+def test_a_response_cut_short_by_a_kill_counts_as_unknown_not_as_an_empty_success():
+    """botocore alone parses a cut body as {}: a batch delete would look answered with nothing deleted."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer_with_headers_and_half_a_body() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.0\r\n"
+                         b"content-length: 120\r\n\r\n{\"Successful\":[")
+
+    server = threading.Thread(target=answer_with_headers_and_half_a_body, daemon=True)
+    server.start()
+    endpoint = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        with pytest.raises(ResponseCutShort) as cut:
+            make_client(endpoint).delete_message_batch(
+                QueueUrl=f"{endpoint}/000000000000/q", Entries=[{"Id": "a", "ReceiptHandle": "h"}])
+    finally:
+        server.join(5)
+        listener.close()
+    assert classify(cut.value) == (UNKNOWN, None)
