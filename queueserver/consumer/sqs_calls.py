@@ -85,7 +85,7 @@ async def change_visibility(io: Io, client: Any, queue_url: str,
     request = [{"Id": str(i), "ReceiptHandle": handle, "VisibilityTimeout": seconds}
                for i, (handle, seconds) in enumerate(entries)]
     response = await call(io, client.change_message_visibility_batch, QueueUrl=queue_url, Entries=request)
-    return _per_entry(len(entries), response)
+    return per_entry(len(entries), response)
 
 
 async def delete(io: Io, client: Any, queue_url: str, handles: list[str]) -> list[dict[str, Any] | None]:
@@ -93,12 +93,22 @@ async def delete(io: Io, client: Any, queue_url: str, handles: list[str]) -> lis
     assert 0 < len(handles) <= BATCH_SIZE
     request = [{"Id": str(i), "ReceiptHandle": handle} for i, handle in enumerate(handles)]
     response = await call(io, client.delete_message_batch, QueueUrl=queue_url, Entries=request)
-    return _per_entry(len(handles), response)
+    return per_entry(len(handles), response)
 
 
-def _per_entry(n: int, response: dict[str, Any]) -> list[dict[str, Any] | None]:
+NO_ANSWER = {"Code": "NoAnswer", "SenderFault": False,
+             "Message": "the response named this entry neither successful nor failed"}
+
+
+def per_entry(n: int, response: dict[str, Any]) -> list[dict[str, Any] | None]:
+    """Per entry Id "0".."n-1": None if it succeeded, else its failure entry.
+
+    An entry the response leaves out counts as failed (NO_ANSWER), never as done:
+    botocore parses a body cut short in transit as an empty success.
+    """
     failed = {str(f.get("Id")): f for f in response.get("Failed", [])}
-    return [failed.get(str(i)) for i in range(n)]
+    succeeded = {str(s.get("Id")) for s in response.get("Successful", [])}
+    return [None if str(i) in succeeded else failed.get(str(i), NO_ANSWER) for i in range(n)]
 
 
 def describe_failure(entry: dict[str, Any]) -> str:

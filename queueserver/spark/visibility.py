@@ -26,7 +26,7 @@ from typing import Any, Self
 
 from queueserver.consumer.heartbeat import CAP_SAFETY_MARGIN_MS
 from queueserver.consumer.policies import MAX_VISIBILITY_SECONDS
-from queueserver.consumer.sqs_calls import BATCH_SIZE, describe_failure
+from queueserver.consumer.sqs_calls import BATCH_SIZE, describe_failure, per_entry
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +55,6 @@ def _run_chunks(call: Callable[[list[Any]], list[dict[str, Any] | None]], items:
         return [outcome for outcomes in pool.map(call, chunks) for outcome in outcomes]
 
 
-def _per_entry(n: int, response: dict[str, Any]) -> list[dict[str, Any] | None]:
-    failed = {str(f.get("Id")): f for f in response.get("Failed", [])}
-    return [failed.get(str(i)) for i in range(n)]
-
-
 def delete_messages(client: Any, queue_url: str, handles: list[str]) -> list[dict[str, Any] | None]:
     """DeleteMessageBatch for every handle, ten a call; per handle None or the failure entry.
 
@@ -67,7 +62,7 @@ def delete_messages(client: Any, queue_url: str, handles: list[str]) -> list[dic
     """
     def call(chunk: list[str]) -> list[dict[str, Any] | None]:
         entries = [{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(chunk)]
-        return _per_entry(len(chunk), client.delete_message_batch(QueueUrl=queue_url, Entries=entries))
+        return per_entry(len(chunk), client.delete_message_batch(QueueUrl=queue_url, Entries=entries))
     return _run_chunks(call, handles)
 
 
@@ -75,7 +70,7 @@ def change_visibility(client: Any, queue_url: str, changes: list[tuple[str, int]
     """ChangeMessageVisibilityBatch for (handle, seconds) pairs, ten a call; per pair None or the failure."""
     def call(chunk: list[tuple[str, int]]) -> list[dict[str, Any] | None]:
         entries = [{"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": s} for i, (h, s) in enumerate(chunk)]
-        return _per_entry(len(chunk), client.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries))
+        return per_entry(len(chunk), client.change_message_visibility_batch(QueueUrl=queue_url, Entries=entries))
     return _run_chunks(call, changes)
 
 

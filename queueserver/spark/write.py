@@ -34,6 +34,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from queueserver.consumer.sqs_calls import per_entry
 from queueserver.spark.options import WriteSettings
 
 log = logging.getLogger(__name__)
@@ -159,7 +160,8 @@ def _entry(plan: _Plan, row: Any, partition: int, index: int) -> tuple[dict[str,
 
 
 def _send(client: Any, plan: _Plan, pending: list[tuple[int, dict[str, Any], int]], result: SentMessages) -> None:
-    """One SendMessageBatch, then retries of the entries that failed on SQS's side."""
+    """One SendMessageBatch, then retries of the entries that failed on SQS's side or went unanswered
+    (at least once: an unanswered entry may have been stored, and is sent again)."""
     todo = pending
     for attempt in range(RETRIES + 1):
         entries = [dict(entry, Id=str(i)) for i, (_, entry, _) in enumerate(todo)]
@@ -169,8 +171,9 @@ def _send(client: Any, plan: _Plan, pending: list[tuple[int, dict[str, Any], int
             result.first_message_id = result.first_message_id or ok["MessageId"]
             result.last_message_id = ok["MessageId"]
         retry = []
-        for failure in response.get("Failed", []):
-            item = todo[int(failure["Id"])]
+        for item, failure in zip(todo, per_entry(len(todo), response), strict=True):
+            if failure is None:
+                continue
             if not failure.get("SenderFault", True) and attempt < RETRIES:
                 retry.append(item)
             else:

@@ -16,6 +16,7 @@ from queueserver.consumer import (
 )
 from queueserver.consumer.heartbeat import CAP_SAFETY_MARGIN_MS, seconds_left_under_cap
 from queueserver.consumer.policies import policy_from_name
+from queueserver.consumer.sqs_calls import NO_ANSWER, per_entry
 from queueserver.consumer.tracking import Tracked, units_of_work
 
 CONSUMER = Path(__file__).resolve().parents[2] / "queueserver" / "consumer"
@@ -117,3 +118,11 @@ def test_the_consumer_imports_only_the_stdlib_boto3_and_queueserver_clock() -> N
         if name.split(".")[0] not in stdlib and not name.startswith(allowed_prefixes)
     )
     assert offenders == []
+
+
+def test_a_batch_entry_the_response_leaves_out_counts_as_failed_not_done():
+    refused = {"Id": "1", "Code": "ReceiptHandleIsInvalid", "SenderFault": True, "Message": "stale"}
+    response = {"Successful": [{"Id": "0"}], "Failed": [refused]}
+    assert per_entry(3, response) == [None, refused, NO_ANSWER]
+    assert per_entry(2, {}) == [NO_ANSWER, NO_ANSWER]  # what botocore makes of a body cut short
+    assert NO_ANSWER["SenderFault"] is False  # so the heartbeat tries again
