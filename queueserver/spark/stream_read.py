@@ -249,6 +249,9 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         previous = signal.getsignal(signal.SIGTERM)
 
         def on_sigterm(signum: int, frame: Any) -> None:
+            # Spark sends SIGTERM twice (measured): a nested run of this handler would end the
+            # process (below) while the first one is still releasing. Ignore the second.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             try:
                 self.stop()
             except Exception:  # best effort: the messages come back after their visibility anyway
