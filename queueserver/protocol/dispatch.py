@@ -9,12 +9,12 @@ from __future__ import annotations
 import logging
 import random
 import re
-import uuid
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 from urllib.parse import unquote
 
 from queueserver import errors
+from queueserver.models import uuid4_string
 from queueserver.protocol import extension_actions, json_wire, message_actions as m, query_wire, queue_actions as q, redrive_actions as r
 from queueserver.protocol.error_codes import wire_error
 from queueserver.protocol.params import RequestContext
@@ -55,7 +55,7 @@ _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/,\s]+)/")
 _QUEUE_PATH = re.compile(r"^/([^/]+)/([^/]+)/?$")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class HttpRequest:
     method: str
     path: str
@@ -66,7 +66,7 @@ class HttpRequest:
     query_string: str = ""  # raw, still percent-encoded
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class HttpResponse:
     status: int
     headers: dict[str, str]
@@ -94,7 +94,7 @@ class Dispatcher:
                               request_id=request_id, sender_id=sender)
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
-        request_id = str(uuid.UUID(int=self._random.getrandbits(128), version=4))
+        request_id = uuid4_string(self._random)
         target = request.headers.get("x-amz-target", "")
         content_type = request.headers.get("content-type", "")
         if target.startswith("AmazonSQS.") or content_type.startswith("application/x-amz-json"):

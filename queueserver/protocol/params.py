@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from queueserver import errors
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RequestContext:
     """Who is asking and where: the region from the credential scope, the URL base from the Host."""
 

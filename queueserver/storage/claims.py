@@ -24,7 +24,7 @@ class DeadLetterTarget:
     reset_retention: bool  # FIFO dead-letter queues count retention from the move
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Claim:
     queue_id: int
     n: int

@@ -12,14 +12,13 @@ import json
 import logging
 import random
 import sqlite3
-import uuid
 from typing import Callable
 
 from queueserver import errors, limits
 from queueserver.clock import Clock
 from queueserver.models import (
     BrowsedMessage, EntryOutcome, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage, VisibilityChange, parse_arn,
-    sequence_number,
+    sequence_number, uuid4_string,
 )
 from queueserver.storage import claims, group_claims, message_store, queue_store
 from queueserver.storage.database import Database, Transaction, open_file
@@ -215,7 +214,7 @@ class QueueEngine:
                         continue
                 row_id = self._next_row_id
                 self._next_row_id += 1
-                message_id = str(uuid.UUID(int=self._random.getrandbits(128), version=4))
+                message_id = uuid4_string(self._random)
                 sequence = sequence_number(row_id) if current.fifo else None
                 if sequence is not None and m.deduplication_id is not None:
                     message_store.remember_deduplication(tx.conn, queue.id, scope, m.deduplication_id,

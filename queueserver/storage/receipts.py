@@ -18,7 +18,7 @@ _LAYOUT = struct.Struct(">qqq")
 _MAC_BYTES = 16
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Receipt:
     queue_id: int
     row_id: int
@@ -27,10 +27,12 @@ class Receipt:
 
 class ReceiptSigner:
     def __init__(self, secret: bytes) -> None:
-        self._secret = secret
+        self._keyed = hmac.new(secret, digestmod=hashlib.sha256)  # copied per handle: the key is set up once
 
     def _mac(self, payload: bytes) -> bytes:
-        return hmac.new(self._secret, payload, hashlib.sha256).digest()[:_MAC_BYTES]
+        mac = self._keyed.copy()
+        mac.update(payload)
+        return mac.digest()[:_MAC_BYTES]
 
     def encode(self, queue_id: int, row_id: int, token: int) -> str:
         payload = _LAYOUT.pack(queue_id, row_id, token)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import base64
 import inspect
+import random
+import uuid
 
 import pytest
 
 from queueserver import errors
+from queueserver.models import uuid4_string
 from queueserver.protocol import messages
 from queueserver.protocol.error_codes import ERROR_CODES, wire_error
 from queueserver.storage.receipts import ReceiptSigner
@@ -70,3 +73,12 @@ def test_a_receipt_handle_round_trips_and_cannot_be_forged() -> None:
     assert ReceiptSigner(b"other" * 8).decode(handle) is None
     assert signer.decode("not a handle") is None
     assert signer.decode("") is None
+
+
+def test_message_and_request_ids_are_version_4_uuids_in_their_text_form():
+    rng = random.Random(7)
+    ids = [uuid4_string(rng) for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
