@@ -53,7 +53,7 @@ def delete(conn: sqlite3.Connection, queue_id: int) -> None:
 
 
 def receipt_secret(conn: sqlite3.Connection) -> bytes:
-    """The per-database HMAC key for receipt handles, made on first use."""
+    """The per-database MAC key for receipt handles, made on first use."""
     row = conn.execute("SELECT value FROM settings WHERE key = 'receipt_secret'").fetchone()
     if row:
         return bytes(row[0])
