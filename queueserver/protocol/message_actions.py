@@ -28,18 +28,24 @@ _SYSTEM_ATTRIBUTES = (
 
 def _new_message(queue: Queue, entry: dict[str, Any]) -> tuple[NewMessage, int]:
     """Validate one message to send; returns it and its size in bytes."""
-    size = messages.check_body(entry.get("MessageBody"))
-    delay = params.integer(entry, "DelaySeconds", queue.delay_seconds, 0, limits.MAX_DELAY_SECONDS, _DELAY_REASON)
+    body = entry.get("MessageBody")
+    size = messages.check_body(body)
+    # Most entries are a body alone: each optional part is looked at only when present.
+    delay = queue.delay_seconds if entry.get("DelaySeconds") is None else params.integer(
+        entry, "DelaySeconds", queue.delay_seconds, 0, limits.MAX_DELAY_SECONDS, _DELAY_REASON)
     raw_attributes = entry.get("MessageAttributes") or None
-    size += messages.check_message_attributes(raw_attributes)
+    if raw_attributes is not None:
+        size += messages.check_message_attributes(raw_attributes)
     raw_system = entry.get("MessageSystemAttributes") or None
-    messages.check_message_attributes(raw_system, system=True)
+    if raw_system is not None:
+        messages.check_message_attributes(raw_system, system=True)
     if size > queue.maximum_message_size:
         raise errors.InvalidParameterValue(
             f"One or more parameters are invalid. Reason: Message must be shorter than {queue.maximum_message_size} bytes."
         )
-    group_id = _printable_id(entry, "MessageGroupId")
-    deduplication_id = _printable_id(entry, "MessageDeduplicationId")
+    group_id = None if entry.get("MessageGroupId") is None else _printable_id(entry, "MessageGroupId")
+    deduplication_id = None if entry.get("MessageDeduplicationId") is None else _printable_id(
+        entry, "MessageDeduplicationId")
     if queue.fifo:
         if group_id is None:
             raise errors.MissingParameter("The request must contain the parameter MessageGroupId.")
@@ -51,13 +57,12 @@ def _new_message(queue: Queue, entry: dict[str, Any]) -> tuple[NewMessage, int]:
                 raise errors.InvalidParameterValue(
                     "The queue should either have ContentBasedDeduplication enabled or "
                     "MessageDeduplicationId provided explicitly")
-            deduplication_id = hashlib.sha256(entry["MessageBody"].encode("utf-8")).hexdigest()
+            deduplication_id = hashlib.sha256(body.encode("utf-8")).hexdigest()
     elif deduplication_id is not None:
         raise errors.invalid_value("MessageDeduplicationId", deduplication_id,
                                    "The request includes a parameter that is not valid for this queue type.")
     attributes = messages.stored_attributes(raw_attributes) if raw_attributes else None
     system = messages.stored_attributes(raw_system) if raw_system else None
-    body = entry["MessageBody"]
     assert delay is not None
     return NewMessage(
         body=body,
