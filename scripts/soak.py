@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "crash"))
+_TESTS = Path(__file__).resolve().parent.parent / "tests"
+sys.path[:0] = [str(_TESTS / "crash"), str(_TESTS)]  # crashkit, and the serverproc it uses
 
 import crashkit
 import serverproc

@@ -3,34 +3,27 @@
 from __future__ import annotations
 
 import os
-import queue as queue_module
-import re
-import signal
-import subprocess
 import sys
-import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import boto3
 import pytest
 from botocore.config import Config
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-INTEGRATION_DIR = Path(__file__).resolve().parent / "integration"
-# The integration tests import their plain helpers (sqs_testkit) by module name;
-# make that work whatever pytest import mode is configured.
-if str(INTEGRATION_DIR) not in sys.path:
-    sys.path.insert(0, str(INTEGRATION_DIR))
+TESTS_DIR = Path(__file__).resolve().parent
+# The tests import their plain helpers (serverproc, serverkit, sqs_testkit …) by module
+# name; make that work whatever pytest import mode is configured.
+for helpers in (TESTS_DIR, TESTS_DIR / "integration"):
+    if str(helpers) not in sys.path:
+        sys.path.insert(0, str(helpers))
 
+import serverproc  # noqa: E402
 from query_client import make_query_client  # noqa: E402
 from sqs_testkit import ClockControl, unique_queue_name  # noqa: E402
 
-READY_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
-READY_RE = re.compile(r"^READY (http://127\.0\.0\.1:(\d+))$")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -42,109 +35,25 @@ def pytest_configure(config: pytest.Config) -> None:
 # --- the server process ----------------------------------------------------------
 
 
-class ServerProcess:
-    """A running `python -m queueserver serve` child process."""
+class ServerProcess(serverproc.Server):
+    """A queueserver child process whose stop() insists on a clean exit (rc 0)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], endpoint: str, stderr_path: Path,
-                 stderr_file: IO[bytes], extra_stdout: list[str], stdout_thread: threading.Thread):
-        self.proc = proc
-        self.endpoint = endpoint
-        self.stderr_path = stderr_path
-        self._stderr_file = stderr_file
-        self.extra_stdout = extra_stdout  # stdout lines printed after READY (there should be none)
-        self._stdout_thread = stdout_thread
-
-    @property
-    def port(self) -> int:
-        return int(self.endpoint.rsplit(":", 1)[1])
-
-    def stderr_text(self) -> str:
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int:
         try:
-            return self.stderr_path.read_text(errors="replace")
-        except OSError:
-            return "<no stderr>"
-
-    def _finish(self) -> None:
-        self._stdout_thread.join(timeout=5)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        if not self._stderr_file.closed:
-            self._stderr_file.close()
-
-    def kill(self) -> None:
-        """SIGKILL: no chance to flush or clean up."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=STOP_TIMEOUT_S)
-        self._finish()
-
-    def stop(self) -> None:
-        """SIGTERM, wait, and insist on a clean exit (rc 0)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            self._finish()
-            pytest.fail(f"queueserver did not exit within {STOP_TIMEOUT_S}s of SIGTERM\n"
-                        f"--- stderr ---\n{self.stderr_text()}")
-        self._finish()
+            rc = super().stop(timeout)
+        except serverproc.ServerError as exc:
+            pytest.fail(str(exc))
         assert rc == 0, f"queueserver exited with {rc} after SIGTERM\n--- stderr ---\n{self.stderr_text()}"
-
-    def ensure_dead(self) -> None:
-        """Teardown safety net: never leave a child behind."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self._finish()
+        return rc
 
 
 def start_server(db_path: str | os.PathLike[str], *extra_args: str) -> ServerProcess:
     """Start queueserver on a free port and wait for its READY line."""
-    db_path = Path(db_path)
-    stderr_path = db_path.with_name(f"{db_path.name}.{uuid.uuid4().hex[:8]}.stderr.log")
-    stderr_file = open(stderr_path, "wb")  # noqa: SIM115 - closed by ServerProcess
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    cmd = [sys.executable, "-m", "queueserver", "serve", "--host", "127.0.0.1", "--port", "0",
-           "--db", str(db_path), *extra_args]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=stderr_file)
-    lines: queue_module.Queue[str | None] = queue_module.Queue()
-    extra_stdout: list[str] = []
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        first = True
-        for raw in proc.stdout:
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            if first:
-                lines.put(line)
-                first = False
-            else:
-                extra_stdout.append(line)
-        if first:
-            lines.put(None)
-
-    thread = threading.Thread(target=pump, name=f"queueserver-stdout-{proc.pid}", daemon=True)
-    thread.start()
-    server = ServerProcess(proc, "", stderr_path, stderr_file, extra_stdout, thread)
     try:
-        first_line = lines.get(timeout=READY_TIMEOUT_S)
-    except queue_module.Empty:
-        first_line = None
-    match = READY_RE.match(first_line) if first_line is not None else None
-    if match is None:
-        server.ensure_dead()
-        pytest.fail(
-            f"queueserver did not print 'READY http://127.0.0.1:PORT' within {READY_TIMEOUT_S}s "
-            f"(first stdout line: {first_line!r}, rc={proc.returncode})\n"
-            f"command: {' '.join(cmd)}\n--- stderr ---\n{server.stderr_text()}"
-        )
-    server.endpoint = match.group(1)
+        server = serverproc.start_server(db_path, *extra_args, server_class=ServerProcess)
+    except serverproc.ServerError as exc:
+        pytest.fail(str(exc))
+    assert isinstance(server, ServerProcess)
     return server
 
 

@@ -20,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # workerkit and the CLI's test handlers, whatever the import mode
     sys.path.insert(0, str(HERE))
 
+from serverkit import start as start_server
 from workerkit import LockstepClock, Server, ServerClock, queue_factory
 
 from queueserver.consumer import Worker
@@ -27,14 +28,14 @@ from queueserver.consumer import Worker
 
 @pytest.fixture(scope="session")
 def test_clock_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = Server(tmp_path_factory.mktemp("consumer") / "test-clock.db", "--test-clock")
+    server = start_server(tmp_path_factory.mktemp("consumer") / "test-clock.db", "--test-clock")
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="session")
 def real_clock_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = Server(tmp_path_factory.mktemp("consumer") / "real-clock.db")
+    server = start_server(tmp_path_factory.mktemp("consumer") / "real-clock.db")
     yield server
     server.stop()
 

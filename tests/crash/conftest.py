@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 CRASH_DIR = Path(__file__).resolve().parent
-if str(CRASH_DIR) not in sys.path:  # serverproc, crashkit, whatever the import mode
+if str(CRASH_DIR) not in sys.path:  # crashkit and faultkit, whatever the import mode (serverproc: tests/conftest.py)
     sys.path.insert(0, str(CRASH_DIR))
 
 from serverproc import Server, make_client, sh, start_server

@@ -28,6 +28,7 @@ import boto3
 import pytest
 from botocore.config import Config
 from serverkit import REPO_ROOT, Server
+from serverkit import start as start_server
 
 SPARK_DIR = Path(__file__).resolve().parent
 if str(SPARK_DIR) not in sys.path:  # sparkkit, whatever the import mode
@@ -55,7 +56,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.fixture(scope="session")
 def qserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     # On the real clock: Spark's own timing cannot follow the server's test clock.
-    server = Server(tmp_path_factory.mktemp("spark-server") / "queues.db", "--log-level", "warning")
+    server = start_server(tmp_path_factory.mktemp("spark-server") / "queues.db", "--log-level", "warning")
     yield server
     server.stop()
 

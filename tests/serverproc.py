@@ -1,4 +1,4 @@
-"""queueserver processes for the durability tests and scripts/soak.py (no pytest in here).
+"""queueserver processes for every test suite and scripts/soak.py (no pytest in here).
 
 Start a server on a free port and wait for its READY line, run one that must refuse
 to start, run the admin commands, and build boto3 clients that never retry (a retry
@@ -27,7 +27,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 ACCOUNT = "000000000000"
 READY_RE = re.compile(r"^READY (http://127\.0\.0\.1:(\d+))$")
 
@@ -48,6 +48,11 @@ class Server:
         self._stderr_file = stderr_file
         self.endpoint = ""
         self.stdout_lines: list[str] = []
+
+    @property
+    def extra_stdout(self) -> list[str]:
+        """Lines printed after READY (there should be none)."""
+        return self.stdout_lines[1:]
 
     def stderr_text(self) -> str:
         try:
@@ -94,7 +99,7 @@ def _env() -> dict[str, str]:
 
 
 def start_server(db_path: str | os.PathLike[str], *extra_args: str, ready_timeout: float = 15,
-                 log_dir: str | os.PathLike[str] | None = None) -> Server:
+                 log_dir: str | os.PathLike[str] | None = None, server_class: type[Server] = Server) -> Server:
     """Start `queueserver serve --port 0` and wait for READY; raises ServerError if it does not come.
 
     Its stderr goes to a file in `log_dir` (default: beside the database; give another
@@ -108,7 +113,7 @@ def start_server(db_path: str | os.PathLike[str], *extra_args: str, ready_timeou
            "--db", str(db_path), *extra_args]
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=_env(), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=stderr_file)
-    server = Server(proc, stderr_path, stderr_file)
+    server = server_class(proc, stderr_path, stderr_file)
     lines: queue_module.Queue[str | None] = queue_module.Queue()
 
     def pump() -> None:
