@@ -105,3 +105,15 @@ def wait_for_task(client: Any, source_arn: str, statuses: tuple[str, ...] = TERM
             return task
         time.sleep(0.05)
     raise AssertionError(f"the move task did not reach {statuses} within {timeout}s: {task}")
+
+
+def wait_for_moved(client: Any, source_arn: str, at_least: int, timeout: float = 20.0) -> int:
+    """Poll (real time, bounded) until the running task has moved `at_least` messages; returns how many."""
+    deadline = time.monotonic() + timeout
+    moved = 0
+    while time.monotonic() < deadline:
+        moved = latest_task(client, source_arn)["ApproximateNumberOfMessagesMoved"]
+        if moved >= at_least:
+            return moved
+        time.sleep(0.02)
+    raise AssertionError(f"the move task moved {moved} < {at_least} messages within {timeout}s")

@@ -22,6 +22,7 @@ from dlq_helpers import (
     send_fifo,
     send_many,
     tasks,
+    wait_for_moved,
     wait_for_task,
 )
 from sqs_testkit import (
@@ -501,8 +502,7 @@ def test_a_move_task_killed_mid_way_resumes_after_restart_and_moves_every_messag
     db = tmp_path / "redrive-kill.db"
     first, client, source, dlq, dlq_arn, ids = _own_server_with_full_dlq(server_factory, make_client, db, 300)
     handle = client.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=100)["TaskHandle"]
-    time.sleep(1.0)
-    moved_before = latest_task(client, dlq_arn)["ApproximateNumberOfMessagesMoved"]
+    moved_before = wait_for_moved(client, dlq_arn, at_least=10)
     first.kill()
     assert 0 < moved_before < 300, f"the kill should land mid-task (moved {moved_before})"
 
@@ -531,7 +531,7 @@ def test_a_running_task_survives_a_clean_restart_and_keeps_its_handle(tmp_path, 
     db = tmp_path / "redrive-restart.db"
     first, client, source, dlq, dlq_arn, ids = _own_server_with_full_dlq(server_factory, make_client, db, 40)
     handle = client.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=10)["TaskHandle"]
-    time.sleep(0.5)
+    wait_for_moved(client, dlq_arn, at_least=2)
     first.stop()
     second = server_factory(db, "--test-clock")
     client = make_client(second.endpoint)
