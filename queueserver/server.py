@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from queueserver.app import create_app
 from queueserver.clock import Clock, ManualClock, SystemClock
@@ -16,6 +17,50 @@ from queueserver.config import ServerConfig
 from queueserver.storage import QueueEngine
 
 log = logging.getLogger(__name__)
+
+
+class _OneWriteTransport:
+    """A connection's transport that sends a response's head and body in one `send`.
+
+    uvicorn writes the status line and headers, then the body: two system calls and two
+    TCP segments per response. Here the first write of a loop step is held until the next
+    write (the body, which follows at once) or, failing that, the end of the step.
+    """
+
+    __slots__ = ("_transport", "_loop", "_held")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is None:
+            self._held = bytes(data)
+            self._loop.call_soon(self._flush)
+        else:
+            self._held = None
+            self._transport.write(held + data)
+
+    def _flush(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            if not self._transport.is_closing():  # the client went away meanwhile
+                self._transport.write(held)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class _HttpProtocol(HttpToolsProtocol):
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(_OneWriteTransport(transport, self.loop))  # type: ignore[arg-type]
 
 
 class _Server(uvicorn.Server):
@@ -55,7 +100,7 @@ async def serve(config: ServerConfig) -> None:
         gc.set_threshold(10_000, 20, 20)
         uvicorn_config = uvicorn.Config(
             app, host=config.host, port=config.port, access_log=False, log_level="warning",
-            http="httptools", loop="none", lifespan="off", timeout_graceful_shutdown=30,
+            http=_HttpProtocol, loop="none", lifespan="off", timeout_graceful_shutdown=30,
         )
         await _Server(uvicorn_config, engine, config.host).serve()
     finally:
