@@ -23,8 +23,12 @@ def decode(body: bytes) -> dict[str, Any]:
     return parsed
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def encode(result: dict[str, Any]) -> bytes:
-    return json.dumps(result, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
+    """One encoder for every response: json.dumps with options builds a new one per call (~1 µs)."""
+    return _ENCODER.encode(result).encode("utf-8", "surrogatepass")
 
 
 def encode_error(error: errors.SQSError, wire: WireError) -> tuple[dict[str, str], bytes]:

@@ -30,7 +30,10 @@ def _new_message(queue: Queue, entry: dict[str, Any]) -> tuple[NewMessage, int]:
     """Validate one message to send; returns it and its size in bytes."""
     body = entry.get("MessageBody")
     size = messages.check_body(body)
-    # Most entries are a body alone: each optional part is looked at only when present.
+    if len(entry) == 2 and not queue.fifo:  # the body and its Id or QueueUrl: nothing optional to look at
+        _check_size(queue, size)
+        return NewMessage(body, messages.md5_of_body(body), queue.delay_seconds), size
+    # Otherwise each optional part is looked at only when present.
     delay = queue.delay_seconds if entry.get("DelaySeconds") is None else params.integer(
         entry, "DelaySeconds", queue.delay_seconds, 0, limits.MAX_DELAY_SECONDS, _DELAY_REASON)
     raw_attributes = entry.get("MessageAttributes") or None
@@ -39,10 +42,7 @@ def _new_message(queue: Queue, entry: dict[str, Any]) -> tuple[NewMessage, int]:
     raw_system = entry.get("MessageSystemAttributes") or None
     if raw_system is not None:
         messages.check_message_attributes(raw_system, system=True)
-    if size > queue.maximum_message_size:
-        raise errors.InvalidParameterValue(
-            f"One or more parameters are invalid. Reason: Message must be shorter than {queue.maximum_message_size} bytes."
-        )
+    _check_size(queue, size)
     group_id = None if entry.get("MessageGroupId") is None else _printable_id(entry, "MessageGroupId")
     deduplication_id = None if entry.get("MessageDeduplicationId") is None else _printable_id(
         entry, "MessageDeduplicationId")
@@ -75,6 +75,13 @@ def _new_message(queue: Queue, entry: dict[str, Any]) -> tuple[NewMessage, int]:
         group_id=group_id,
         deduplication_id=deduplication_id,
     ), size
+
+
+def _check_size(queue: Queue, size: int) -> None:
+    if size > queue.maximum_message_size:
+        raise errors.InvalidParameterValue(
+            f"One or more parameters are invalid. Reason: Message must be shorter than {queue.maximum_message_size} bytes."
+        )
 
 
 def _printable_id(entry: dict[str, Any], name: str) -> str | None:
