@@ -7,7 +7,6 @@ turn one message's handle into another's.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 import hmac
@@ -16,6 +15,9 @@ from dataclasses import dataclass
 
 _LAYOUT = struct.Struct(">qqq")
 _MAC_BYTES = 16
+# URL-safe base64 by hand: base64.urlsafe_b64* add ~0.2 us of Python around binascii per handle.
+_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
+_FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
 
 
 @dataclass(slots=True)
@@ -38,12 +40,12 @@ class ReceiptSigner:
 
     def encode(self, queue_id: int, row_id: int, token: int) -> str:
         payload = _LAYOUT.pack(queue_id, row_id, token)
-        return base64.urlsafe_b64encode(payload + self._mac(payload)).decode("ascii")
+        return binascii.b2a_base64(payload + self._mac(payload), newline=False).translate(_TO_URLSAFE).decode("ascii")
 
     def decode(self, handle: str) -> Receipt | None:
         """The receipt a handle names, or None if it is malformed or forged."""
         try:
-            raw = base64.urlsafe_b64decode(handle.encode("ascii"))
+            raw = binascii.a2b_base64(handle.encode("ascii").translate(_FROM_URLSAFE))
         except (binascii.Error, UnicodeEncodeError, ValueError):
             return None
         if len(raw) != _LAYOUT.size + _MAC_BYTES:
