@@ -16,6 +16,7 @@ from queueserver.storage import QueueEngine
 
 _BATCH_ID = re.compile(rf"^[A-Za-z0-9_-]{{1,{limits.MAX_BATCH_ENTRY_ID_LENGTH}}}$")
 _PRINTABLE_ID = re.compile(r"^[!-~]{1,128}$")
+_BODY_ALONE = frozenset({"MessageBody", "Id", "QueueUrl"})  # a batch entry's or a SendMessage's keys
 _DELAY_REASON = "DelaySeconds must be >= 0 and <= 900."
 _VISIBILITY_REASON = "VisibilityTimeout must be an integer between 0 and 43200."
 _SYSTEM_ATTRIBUTES = (
@@ -30,7 +31,7 @@ def _new_message(queue: Queue, entry: dict[str, Any]) -> tuple[NewMessage, int]:
     """Validate one message to send; returns it and its size in bytes."""
     body = entry.get("MessageBody")
     size = messages.check_body(body)
-    if len(entry) == 2 and not queue.fifo:  # the body and its Id or QueueUrl: nothing optional to look at
+    if entry.keys() <= _BODY_ALONE and not queue.fifo:  # nothing optional to look at
         _check_size(queue, size)
         return NewMessage(body, messages.md5_of_body(body), queue.delay_seconds), size
     # Otherwise each optional part is looked at only when present.

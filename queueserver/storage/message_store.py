@@ -13,6 +13,9 @@ from typing import Iterable
 
 from queueserver.models import NewMessage, QueueCounts
 
+# Optional text columns are bound as '' and stored as NULL (`NULLIF(?, '')`; none of them is
+# ever empty): sqlite3 binds a None in 0.3 µs (its adapter lookup fails with an exception),
+# a string in 0.1 µs.
 _INSERT_MESSAGES = "INSERT INTO messages (id, queue_id, visible_at_ms, enqueued_at_ms, group_id) VALUES "
 _MESSAGE_ROW = "(?, ?, ?, ?, NULLIF(?, ''))"
 _INSERT_BODIES = (
@@ -24,12 +27,7 @@ _BODY_ROW = "(?, ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''), ?, ?, NULLIF(?, ''))"
 
 @functools.cache
 def _rows_of(row: str, rows: int) -> str:
-    """`(?, …), (?, …)`: one multi-row INSERT costs 30 % less than executemany over ten rows.
-
-    Optional text columns are bound as '' and stored as NULL (`NULLIF(?, '')`; none of them
-    is ever empty): binding a None costs sqlite3 0.3 µs (its adapter lookup fails with an
-    exception), against 0.1 µs for a string.
-    """
+    """`(?, …), (?, …)`: one multi-row INSERT costs 30 % less than executemany over ten rows."""
     return ", ".join([row] * rows)
 
 
