@@ -1,9 +1,21 @@
-"""One SQLite connection on one thread, with group commit.
+"""One SQLite connection on one thread, with group commit, and the fsync on a thread of its own.
 
 Every operation is a plain function of a `Transaction`, run on the database thread.
 Operations that arrive while the thread is busy are run together in one
 `BEGIN IMMEDIATE … COMMIT`, each inside its own savepoint so that one failing
 operation does not roll back its neighbours. One fsync then acknowledges them all.
+
+Durability is what `synchronous=FULL` gives, done by hand so that the next group need
+not wait for the disk: the connection commits with `synchronous=NORMAL`, and the results
+are handed back only after an `fdatasync` of the write-ahead log that began after the
+COMMIT returned. In WAL mode (with SQLite's default powersafe overwrite) FULL differs from
+NORMAL only by that sync at commit; NORMAL keeps the syncs of checkpoints and of the log's
+header when it is restarted. While the syncer thread waits on the disk, the database
+thread runs the next group (one core measured: +10-15 % of throughput under load).
+
+The one case FULL does not have: an fsync that fails after SQLite has published the
+commit. Later commits could then be acknowledged behind log frames that never reached
+the disk, so after such a failure every operation is refused until a restart.
 
 Why not aiosqlite: each awaited aiosqlite statement costs a thread hand-off
 (100–250 µs measured here), so a writer awaiting one statement per message caps near
@@ -74,7 +86,7 @@ def connect(path: str) -> sqlite3.Connection:
     try:
         conn.execute("PRAGMA busy_timeout=5000")
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA synchronous=NORMAL")  # and Database syncs the log before answering
         conn.execute("PRAGMA foreign_keys=OFF")
     except sqlite3.Error:
         conn.close()
@@ -170,9 +182,11 @@ class Database:
     SQLite failures (disk full, read-only, locked, I/O errors) fail the operations of
     that group with ServiceUnavailable and nothing is acknowledged; the next group
     tries again, so the server recovers by itself when the condition clears.
+    `sync_log` makes the write-ahead log durable (`os.fdatasync`; tests inject one).
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: str, lock: Any = None, max_group: int = 256) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: str, lock: Any = None, max_group: int = 256,
+                 sync_log: Callable[[int], None] = os.fdatasync) -> None:
         self._conn = conn
         self._lock = lock
         self._path = path
@@ -180,10 +194,18 @@ class Database:
         self._checked_at = 0.0
         self._max_group = max_group
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._committed: queue.SimpleQueue[Any] = queue.SimpleQueue()  # (group, outcomes, wrote) to sync
+        self._sync_log = sync_log
+        self._log_fd = _open_log(path)
+        self._changes = conn.total_changes
+        self._unsynced: errors.SQSError | None = None  # set for good by a failed fsync
+        self._sync_lock = threading.Lock()  # no fsync may succeed while one that failed is being reported
         self._thread = threading.Thread(target=self._serve, name="queueserver-sqlite", daemon=True)
+        self._syncer = threading.Thread(target=self._sync_forever, name="queueserver-fsync", daemon=True)
         self._closed = False
         self._failing: str | None = None
         self._thread.start()
+        self._syncer.start()
 
     async def run(self, fn: Callable[[Transaction], T]) -> T:
         if self._closed:
@@ -198,8 +220,13 @@ class Database:
             return
         self._closed = True
         self._inbox.put(_STOP)
-        await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._thread.join)
+        self._committed.put(_STOP)
+        await loop.run_in_executor(None, self._syncer.join)
         self._conn.close()
+        if self._log_fd is not None:
+            os.close(self._log_fd)
         if self._lock is not None:
             self._lock.close()
 
@@ -231,6 +258,9 @@ class Database:
                 return
 
     def _run_group(self, group: list[_Operation]) -> None:
+        if self._unsynced is not None:
+            self._answer([(group, [(False, self._unsynced)] * len(group), False)])
+            return
         conn = self._conn
         outcomes: list[tuple[bool, Any]] = []
         undo: list[Callable[[], object]] = []
@@ -283,7 +313,48 @@ class Database:
         elif self._failing is not None:
             log.warning("storage recovered: writes succeed again")
             self._failing = None
-        self._settle(group, outcomes)
+        changes = conn.total_changes
+        self._committed.put((group, outcomes, changes != self._changes))
+        self._changes = changes
+
+    def _sync_forever(self) -> None:
+        """The syncer thread: one fsync for every group committed since the last one."""
+        while True:
+            batch = [self._committed.get()]
+            while True:
+                try:
+                    batch.append(self._committed.get_nowait())
+                except queue.Empty:
+                    break
+            for i, item in enumerate(batch):
+                if isinstance(item, threading.Event):  # a drain: everything before it is answered
+                    self._sync_and_answer(batch[:i])
+                    item.set()
+                    batch = batch[i + 1:]
+                    break
+            stop = bool(batch) and batch[-1] is _STOP
+            self._sync_and_answer(batch[:-1] if stop else batch)
+            if stop:
+                return
+
+    def _sync_and_answer(self, batch: list[tuple[list[_Operation], list[tuple[bool, Any]], bool]]) -> None:
+        """Answer committed groups once the log is on disk; a fsync that began after their COMMITs covers them."""
+        if self._log_fd is not None and any(wrote for _, _, wrote in batch):
+            with self._sync_lock:
+                if self._unsynced is None:
+                    try:
+                        self._sync_log(self._log_fd)
+                    except OSError as exc:
+                        log.critical(
+                            "storage unavailable: the write-ahead log could not be synced to disk (%s); changes since "
+                            "the last sync may not survive a power loss, so every request is refused until the server "
+                            "is restarted", exc)
+                        self._unsynced = errors.ServiceUnavailable(
+                            f"The message store could not write to disk ({exc.strerror or exc}); the last changes "
+                            "may not be durable. Restart the server.")
+            if self._unsynced is not None:
+                batch = [(group, [(False, self._unsynced)] * len(group), wrote) for group, _, wrote in batch]
+        self._answer(batch)
 
     def _storage_error(self, exc: BaseException) -> errors.SQSError:
         reason = describe(exc)
@@ -311,6 +382,9 @@ class Database:
                 f"The message store is unavailable: {self._path} was replaced by another file while the server ran.")
         log.error("the database file %s was deleted while the server ran; writing it back from the open database",
                   self._path)
+        drained = threading.Event()  # the syncer must be done with the old log before it is closed
+        self._committed.put(drained)
+        drained.wait()
         temporary = f"{self._path}.restore-{os.getpid()}"
         target = sqlite3.connect(temporary)
         try:
@@ -320,15 +394,20 @@ class Database:
         self._conn.close()
         os.replace(temporary, self._path)
         self._conn = connect(self._path)
+        self._changes = self._conn.total_changes
+        old_fd, self._log_fd = self._log_fd, _open_log(self._path)
+        if old_fd is not None:
+            os.close(old_fd)
         self._identity = _identity(self._path)
         log.warning("the database file %s is restored", self._path)
 
     @staticmethod
-    def _settle(group: list[_Operation], outcomes: list[tuple[bool, Any]]) -> None:
-        """Hand every result back to its event loop: one wake-up of each loop per group."""
+    def _answer(batch: list[tuple[list[_Operation], list[tuple[bool, Any]], bool]]) -> None:
+        """Hand every result back to its event loop: one wake-up of each loop per batch."""
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, bool, Any]]] = {}
-        for op, (ok, value) in zip(group, outcomes):
-            by_loop.setdefault(op.loop, []).append((op.future, ok, value))
+        for group, outcomes, _ in batch:
+            for op, (ok, value) in zip(group, outcomes):
+                by_loop.setdefault(op.loop, []).append((op.future, ok, value))
 
         def settle(results: list[tuple[asyncio.Future, bool, Any]]) -> None:
             for future, ok, value in results:
@@ -344,6 +423,13 @@ class Database:
                 loop.call_soon_threadsafe(settle, results)
             except RuntimeError:  # the loop is gone; nobody is waiting
                 pass
+
+
+def _open_log(path: str) -> int | None:
+    """A descriptor of PATH-wal to fsync (None for an in-memory database, which has no log)."""
+    if path == ":memory:":
+        return None
+    return os.open(f"{path}-wal", os.O_RDONLY | os.O_CLOEXEC)
 
 
 def _identity(path: str) -> tuple[int, int] | None:
