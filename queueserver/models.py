@@ -116,16 +116,14 @@ class SentMessage:
     sequence_number: str | None = None
 
 
-_VARIANT_MASK, _RFC_4122 = 0xC000 << 48, 0x8000 << 48
-_VERSION_MASK, _VERSION_4 = 0xF000 << 64, 4 << 76
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 
 def uuid4_string(rng: random.Random) -> str:
-    """A random (version 4) UUID in its text form, as str(uuid.UUID(int=..., version=4))
-    makes it, in a quarter of the time: MessageIds and request ids are made per message."""
-    n = (rng.getrandbits(128) & ~_VARIANT_MASK | _RFC_4122) & ~_VERSION_MASK | _VERSION_4
-    h = f"{n:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    """A random (version 4, RFC 4122 variant) UUID in its text form, in a fifth of the time
+    str(uuid.uuid4()) takes: MessageIds and request ids are made per message."""
+    h = rng.randbytes(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
 def sequence_number(row_id: int) -> str:

@@ -30,6 +30,8 @@ def check_body(body: Any) -> int:
         raise errors.MissingParameter("The request must contain the parameter MessageBody.")
     if not isinstance(body, str):
         raise errors.InvalidParameterValue("The parameter MessageBody must be a string.")
+    if body.isascii() and body.isprintable():  # the usual body: nothing to search for, a byte a character
+        return len(body)
     bad = first_invalid_character(body)
     if bad is not None:
         raise errors.InvalidMessageContents(

@@ -237,7 +237,9 @@ class QueueEngine:
         real_deadline = loop.time() + wait_seconds
         while True:
             # Registered before the claim, so that no wake-up is missed.
-            waiter = self._waiters.register(queue.id) if wait_seconds > 0 else None
+            # A FIFO claim may be held back by its groups, so there a waiter counts for one message.
+            appetite = 1 if queue.fifo else max_messages
+            waiter = self._waiters.register(queue.id, appetite) if wait_seconds > 0 else None
             try:
                 messages, next_visible, moved_to = await self._db.run(
                     lambda tx: self._claim(tx, queue, max_messages, visibility_timeout, attempt_id,

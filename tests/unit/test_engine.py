@@ -120,3 +120,21 @@ def test_a_failing_operation_does_not_roll_back_its_neighbours(tmp_path: Path) -
         assert (await engine.queue_counts(queue)).visible == 2
 
     run(tmp_path, scenario)
+
+
+def test_a_notify_wakes_as_many_polls_as_the_messages_can_feed_plus_one() -> None:
+    from queueserver.clock import SystemClock
+    from queueserver.storage.waiters import Waiters
+
+    async def main() -> tuple[int, int, int]:
+        waiters = Waiters(SystemClock(), asyncio.get_running_loop())
+        greedy = [waiters.register(1, appetite=10) for _ in range(5)]
+        waiters.notify(1, 10)  # a batch of ten feeds one poll that takes ten
+        woken_greedy = sum(w.done() for w in greedy)
+        single = [waiters.register(2, appetite=1) for _ in range(15)]
+        waiters.notify(2, 10)  # FIFO polls count for one message each
+        woken_single = sum(w.done() for w in single)
+        waiters.notify(1)  # no count: everyone
+        return woken_greedy, woken_single, sum(w.done() for w in greedy)
+
+    assert asyncio.run(main()) == (2, 11, 5)

@@ -51,13 +51,14 @@ def test_the_md5_of_message_attributes_matches_the_sdk_algorithm() -> None:
     assert messages.md5_of_attributes(attributes) == messages.md5_of_attributes(reordered)
 
 
-@pytest.mark.parametrize("body", ["\x00", "a\x08b", "\ufffe", "\ud800", "\uffff"])
+@pytest.mark.parametrize("body", ["\x00", "a\x08b", "\ufffe", "\ud800", "\uffff", "plain ascii\x1f", "\x0b\x0c"])
 def test_characters_outside_xml_are_invalid_message_contents(body: str) -> None:
     with pytest.raises(errors.InvalidMessageContents):
         messages.check_body(body)
 
 
-@pytest.mark.parametrize("body", ["\t\n\r", "emoji \U0001F600", "\ud7ff\ue000\ufffd", "\U0010ffff"])
+@pytest.mark.parametrize("body", ["\t\n\r", "emoji \U0001F600", "\ud7ff\ue000\ufffd", "\U0010ffff",
+                                  "plain ascii ~!", "DEL \x7f", "tab\tin ascii", "\x80\xff latin-1"])
 def test_every_allowed_character_is_accepted(body: str) -> None:
     assert messages.check_body(body) == len(body.encode("utf-8"))
 
