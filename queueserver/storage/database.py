@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 MIN_SQLITE = (3, 37, 0)  # STRICT tables
 IDLE_CHECK_SECONDS = 1.0
+RECOVERY_SECONDS = 0.5  # writes must succeed this long, unbroken, before an outage is logged as over
 FILE_CHECK_SECONDS = 0.25
 _STOP = object()
 
@@ -203,7 +204,8 @@ class Database:
         self._thread = threading.Thread(target=self._serve, name="queueserver-sqlite", daemon=True)
         self._syncer = threading.Thread(target=self._sync_forever, name="queueserver-fsync", daemon=True)
         self._closed = False
-        self._failing: str | None = None
+        self._failing: str | None = None  # the outage logged last, until its recovery is logged
+        self._recovering_since: float | None = None
         self._thread.start()
         self._syncer.start()
 
@@ -233,8 +235,9 @@ class Database:
     def _serve(self) -> None:
         while True:
             try:
-                first = self._inbox.get(timeout=IDLE_CHECK_SECONDS)
+                first = self._inbox.get(timeout=RECOVERY_SECONDS if self._recovering_since else IDLE_CHECK_SECONDS)
             except queue.Empty:  # idle: still notice a deleted file soon, while it can be written back
+                self._note_recovery()
                 try:
                     self._check_file()
                 except (sqlite3.Error, OSError, errors.SQSError) as exc:
@@ -242,6 +245,7 @@ class Database:
                 continue
             if first is _STOP:
                 return
+            self._note_recovery()
             group = [first]
             stop = False
             while len(group) < self._max_group:
@@ -310,12 +314,13 @@ class Database:
                 hook()
             failure = aborted if isinstance(aborted, errors.SQSError) else self._storage_error(aborted)
             outcomes = [(False, failure)] * len(group)
-        elif self._failing is not None:
-            log.warning("storage recovered: writes succeed again")
-            self._failing = None
         changes = conn.total_changes
-        self._committed.put((group, outcomes, changes != self._changes))
+        wrote = changes != self._changes
         self._changes = changes
+        if (self._failing is not None and self._recovering_since is None and aborted is None and wrote
+                and not any(isinstance(value, errors.ServiceUnavailable) for _, value in outcomes)):
+            self._recovering_since = time.monotonic()
+        self._committed.put((group, outcomes, wrote))
 
     def _sync_forever(self) -> None:
         """The syncer thread: one fsync for every group committed since the last one."""
@@ -362,8 +367,16 @@ class Database:
             log.error("storage unavailable: %s (%s: %s); requests get 503 until it clears",
                       reason, type(exc).__name__, exc)
             self._failing = reason
+        self._recovering_since = None  # a disk with room for one more small group is still full
         return errors.ServiceUnavailable(
             f"The message store is unavailable: {reason}. Nothing was changed; try again.")
+
+    def _note_recovery(self) -> None:
+        """Log the end of an outage once writes have succeeded for RECOVERY_SECONDS without a failure."""
+        if self._recovering_since is not None and time.monotonic() - self._recovering_since >= RECOVERY_SECONDS:
+            log.warning("storage recovered: writes succeed again")
+            self._failing = None
+            self._recovering_since = None
 
     def _check_file(self) -> None:
         """Put the database file back if it was deleted while we ran (our connection still has it all).

@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable
 import pytest
 
 from queueserver import errors
+from queueserver.storage import database
 from queueserver.storage.database import Database, Transaction, open_file
 
 WAIT = 10.0  # seconds; only a broken implementation waits this long
@@ -146,5 +147,32 @@ def test_after_a_failed_log_sync_nothing_more_is_acknowledged(
                 await db.run(op)
         assert committed_items(sync.path) == {1, 2}, "operations ran after the failed sync"
         assert len(sync.seen_at_start) == 2
+
+    run(tmp_path, scenario)
+
+
+def test_an_outage_is_logged_once_and_its_end_only_after_writes_succeed_for_a_while(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(database, "RECOVERY_SECONDS", 0.2)
+
+    def full(tx: Transaction) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    def lines(text: str) -> int:
+        return sum(text in record.getMessage() for record in caplog.records)
+
+    async def scenario(db: Database, sync: GatedSync) -> None:
+        with caplog.at_level(logging.WARNING, logger="queueserver.storage.database"):
+            for _ in range(2):
+                with pytest.raises(errors.ServiceUnavailable, match="disk is full"):
+                    await db.run(full)
+            assert await db.run(insert(1)) == 1  # room for one more small write: the disk is still full
+            with pytest.raises(errors.ServiceUnavailable):
+                await db.run(full)
+            assert await db.run(insert(2)) == 2
+            assert lines("storage unavailable: the disk is full") == 1, caplog.text
+            assert lines("storage recovered") == 0, "the end of the outage was logged before writes held up"
+            await until(lambda: lines("storage recovered") == 1)  # logged by the idle thread, no request needed
+            assert lines("storage unavailable") == 1
 
     run(tmp_path, scenario)
