@@ -200,7 +200,6 @@ class Database:
         self._log_fd = _open_log(path)
         self._changes = conn.total_changes
         self._unsynced: errors.SQSError | None = None  # set for good by a failed fsync
-        self._sync_lock = threading.Lock()  # no fsync may succeed while one that failed is being reported
         self._thread = threading.Thread(target=self._serve, name="queueserver-sqlite", daemon=True)
         self._syncer = threading.Thread(target=self._sync_forever, name="queueserver-fsync", daemon=True)
         self._closed = False
@@ -323,7 +322,8 @@ class Database:
         self._committed.put((group, outcomes, wrote))
 
     def _sync_forever(self) -> None:
-        """The syncer thread: one fsync for every group committed since the last one."""
+        """The syncer thread: one fsync for every group committed since the last one. It alone syncs,
+        so no fsync can succeed after one that failed without seeing that it failed."""
         while True:
             batch = [self._committed.get()]
             while True:
@@ -345,18 +345,17 @@ class Database:
     def _sync_and_answer(self, batch: list[tuple[list[_Operation], list[tuple[bool, Any]], bool]]) -> None:
         """Answer committed groups once the log is on disk; a fsync that began after their COMMITs covers them."""
         if self._log_fd is not None and any(wrote for _, _, wrote in batch):
-            with self._sync_lock:
-                if self._unsynced is None:
-                    try:
-                        self._sync_log(self._log_fd)
-                    except OSError as exc:
-                        log.critical(
-                            "storage unavailable: the write-ahead log could not be synced to disk (%s); changes since "
-                            "the last sync may not survive a power loss, so every request is refused until the server "
-                            "is restarted", exc)
-                        self._unsynced = errors.ServiceUnavailable(
-                            f"The message store could not write to disk ({exc.strerror or exc}); the last changes "
-                            "may not be durable. Restart the server.")
+            if self._unsynced is None:
+                try:
+                    self._sync_log(self._log_fd)
+                except OSError as exc:
+                    log.critical(
+                        "storage unavailable: the write-ahead log could not be synced to disk (%s); changes since the "
+                        "last sync may not survive a power loss, so every request is refused until the server is "
+                        "restarted", exc)
+                    self._unsynced = errors.ServiceUnavailable(
+                        f"The message store could not write to disk ({exc.strerror or exc}); the last changes may "
+                        "not be durable. Restart the server.")
             if self._unsynced is not None:
                 batch = [(group, [(False, self._unsynced)] * len(group), wrote) for group, _, wrote in batch]
         self._answer(batch)
