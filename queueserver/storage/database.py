@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import logging
 import os
 import queue
@@ -48,21 +49,28 @@ _STOP = object()
 
 
 class Transaction:
-    """What an operation sees: the connection, and undo hooks for in-memory state.
+    """What an operation sees: the connection, and hooks around the group's COMMIT.
 
     An operation may change in-memory state (the queue cache) as its last step, so
     that later operations of the same group see it; it registers how to undo that
-    in case the group's COMMIT fails.
+    in case the group's COMMIT fails. It may also ask for a callback on its event loop
+    as soon as the COMMIT succeeds, before the fsync: waking long polls then lets their
+    claims run while the disk works (their answers wait for a later fsync, which covers
+    this commit too, so no one is handed a message before it is durable).
     """
 
-    __slots__ = ("conn", "_undo")
+    __slots__ = ("conn", "_undo", "_on_commit")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self._undo: list[Callable[[], object]] = []
+        self._on_commit: list[Callable[[], object]] = []
 
     def on_rollback(self, callback: Callable[[], object]) -> None:
         self._undo.append(callback)
+
+    def on_commit(self, callback: Callable[[], object]) -> None:
+        self._on_commit.append(callback)
 
 
 class _Operation:
@@ -267,6 +275,7 @@ class Database:
         conn = self._conn
         outcomes: list[tuple[bool, Any]] = []
         undo: list[Callable[[], object]] = []
+        committed_hooks: list[tuple[asyncio.AbstractEventLoop, Callable[[], object]]] = []
         aborted: BaseException | None = None
         try:
             self._check_file()
@@ -298,6 +307,7 @@ class Database:
                     break
                 outcomes.append((True, result))
                 undo.extend(tx._undo)
+                committed_hooks.extend((op.loop, hook) for hook in tx._on_commit)
         if aborted is None:
             try:
                 conn.execute("COMMIT")
@@ -313,6 +323,8 @@ class Database:
                 hook()
             failure = aborted if isinstance(aborted, errors.SQSError) else self._storage_error(aborted)
             outcomes = [(False, failure)] * len(group)
+        elif committed_hooks:
+            _call_on_loops(committed_hooks)
         changes = conn.total_changes
         wrote = changes != self._changes
         self._changes = changes
@@ -416,25 +428,34 @@ class Database:
     @staticmethod
     def _answer(batch: list[tuple[list[_Operation], list[tuple[bool, Any]], bool]]) -> None:
         """Hand every result back to its event loop: one wake-up of each loop per batch."""
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, bool, Any]]] = {}
-        for group, outcomes, _ in batch:
-            for op, (ok, value) in zip(group, outcomes):
-                by_loop.setdefault(op.loop, []).append((op.future, ok, value))
+        _call_on_loops([(op.loop, functools.partial(_resolve, op.future, ok, value))
+                        for group, outcomes, _ in batch for op, (ok, value) in zip(group, outcomes)])
 
-        def settle(results: list[tuple[asyncio.Future, bool, Any]]) -> None:
-            for future, ok, value in results:
-                if future.done():
-                    continue
-                if ok:
-                    future.set_result(value)
-                else:
-                    future.set_exception(value)
 
-        for loop, results in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(settle, results)
-            except RuntimeError:  # the loop is gone; nobody is waiting
-                pass
+def _resolve(future: asyncio.Future, ok: bool, value: Any) -> None:
+    if future.done():  # cancelled: its client has gone
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+def _call_on_loops(calls: list[tuple[asyncio.AbstractEventLoop, Callable[[], object]]]) -> None:
+    """Run callbacks on their event loops, in order: one wake-up of each loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[Callable[[], object]]] = {}
+    for loop, callback in calls:
+        by_loop.setdefault(loop, []).append(callback)
+
+    def run_all(callbacks: list[Callable[[], object]]) -> None:
+        for callback in callbacks:
+            callback()
+
+    for loop, callbacks in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(run_all, callbacks)
+        except RuntimeError:  # the loop is gone; nobody is waiting
+            pass
 
 
 def _open_log(path: str) -> int | None:

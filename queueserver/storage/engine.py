@@ -223,11 +223,11 @@ class QueueEngine:
                 sent.append(SentMessage(message_id, m.md5_of_body, m.md5_of_attributes,
                                         m.md5_of_system_attributes, sequence))
             message_store.insert_messages(tx.conn, queue.id, stored, now, sender_id)
+            if self._waiters.waiting(queue.id):  # a poll that registers later claims after this commit
+                tx.on_commit(lambda: self._notify(queue.id, len(stored)))
             return sent
 
-        sent = await self._db.run(send)
-        self._notify(queue.id, len(messages))
-        return sent
+        return await self._db.run(send)
 
     async def receive_messages(self, queue: Queue, max_messages: int, visibility_timeout: int,
                                wait_seconds: int, attempt_id: str | None = None) -> list[ReceivedMessage]:

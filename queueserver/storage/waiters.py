@@ -30,6 +30,10 @@ class Waiters:
         self._by_queue[queue_id][waiter] = appetite
         return waiter
 
+    def waiting(self, queue_id: int) -> bool:
+        """Whether any long poll waits on the queue (safe to ask from the database thread)."""
+        return queue_id in self._by_queue
+
     def discard(self, queue_id: int, waiter: asyncio.Future) -> None:
         waiters = self._by_queue.get(queue_id)
         if waiters is not None:

@@ -176,3 +176,31 @@ def test_an_outage_is_logged_once_and_its_end_only_after_writes_succeed_for_a_wh
             assert lines("storage unavailable") == 1
 
     run(tmp_path, scenario)
+
+
+def test_commit_hooks_run_on_the_loop_before_the_sync_and_not_for_a_failed_operation(tmp_path: Path) -> None:
+    async def scenario(db: Database, sync: GatedSync) -> None:
+        committed = asyncio.Event()
+        called: list[str] = []
+
+        def send(tx: Transaction) -> int:
+            tx.conn.execute("INSERT INTO items (n) VALUES (1)")
+            tx.on_commit(lambda: (called.append("send"), committed.set()))
+            return 1
+
+        def failing(tx: Transaction) -> None:
+            tx.on_commit(lambda: called.append("failing"))
+            raise errors.InvalidParameterValue("no")
+
+        sync.go.clear()
+        answer = asyncio.ensure_future(db.run(send))
+        refused = asyncio.ensure_future(db.run(failing))
+        await asyncio.wait_for(committed.wait(), WAIT)  # while the sync is still held back
+        assert not answer.done()
+        sync.go.set()
+        assert await answer == 1
+        with pytest.raises(errors.InvalidParameterValue):
+            await refused
+        assert called == ["send"]
+
+    run(tmp_path, scenario)
