@@ -281,7 +281,7 @@ class Database:
             self._check_file()
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, errors.SQSError) as exc:  # SQSError: the file was replaced
             aborted = exc
         for op in group if aborted is None else ():
             tx = Transaction(conn)
@@ -356,20 +356,19 @@ class Database:
 
     def _sync_and_answer(self, batch: list[tuple[list[_Operation], list[tuple[bool, Any]], bool]]) -> None:
         """Answer committed groups once the log is on disk; a fsync that began after their COMMITs covers them."""
-        if self._log_fd is not None and any(wrote for _, _, wrote in batch):
-            if self._unsynced is None:
-                try:
-                    self._sync_log(self._log_fd)
-                except OSError as exc:
-                    log.critical(
-                        "storage unavailable: the write-ahead log could not be synced to disk (%s); changes since the "
-                        "last sync may not survive a power loss, so every request is refused until the server is "
-                        "restarted", exc)
-                    self._unsynced = errors.ServiceUnavailable(
-                        f"The message store could not write to disk ({exc.strerror or exc}); the last changes may "
-                        "not be durable. Restart the server.")
-            if self._unsynced is not None:
-                batch = [(group, [(False, self._unsynced)] * len(group), wrote) for group, _, wrote in batch]
+        if self._unsynced is None and self._log_fd is not None and any(wrote for _, _, wrote in batch):
+            try:
+                self._sync_log(self._log_fd)
+            except Exception as exc:  # noqa: BLE001 - whatever the failure, nothing after it can be trusted
+                log.critical(
+                    "storage unavailable: the write-ahead log could not be synced to disk (%s); changes since the "
+                    "last sync may not survive a power loss, so every request is refused until the server is "
+                    "restarted", exc)
+                self._unsynced = errors.ServiceUnavailable(
+                    f"The message store could not write to disk ({getattr(exc, 'strerror', None) or exc}); the last "
+                    "changes may not be durable. Restart the server.")
+        if self._unsynced is not None:  # a read-only group may have seen what the failed fsync did not cover
+            batch = [(group, [(False, self._unsynced)] * len(group), wrote) for group, _, wrote in batch]
         self._answer(batch)
 
     def _storage_error(self, exc: BaseException) -> errors.SQSError:

@@ -204,3 +204,19 @@ def test_commit_hooks_run_on_the_loop_before_the_sync_and_not_for_a_failed_opera
         assert called == ["send"]
 
     run(tmp_path, scenario)
+
+
+def test_a_read_that_ran_while_the_failing_sync_was_in_flight_is_refused_too(tmp_path: Path) -> None:
+    async def scenario(db: Database, sync: GatedSync) -> None:
+        sync.go.clear()
+        sync.failure = OSError(5, "Input/output error")
+        write = asyncio.ensure_future(db.run(insert(1)))
+        await until(sync.started.is_set)
+        read = asyncio.ensure_future(db.run(count))  # sees the row whose fsync is about to fail
+        await until(lambda: db._committed.qsize() == 1)  # committed, queued behind the sync
+        sync.go.set()
+        for answer in (write, read):
+            with pytest.raises(errors.ServiceUnavailable, match="Restart the server"):
+                await answer
+
+    run(tmp_path, scenario)
