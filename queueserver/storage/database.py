@@ -269,8 +269,8 @@ class Database:
                 return
 
     def _run_group(self, group: list[_Operation]) -> None:
-        if self._unsynced is not None:
-            self._answer([(group, [(False, self._unsynced)] * len(group), False)])
+        if self._unsynced is not None:  # refused in order by the syncer, the one thread that answers
+            self._committed.put((group, [(False, self._unsynced)] * len(group), False))
             return
         conn = self._conn
         outcomes: list[tuple[bool, Any]] = []
@@ -307,7 +307,8 @@ class Database:
                     break
                 outcomes.append((True, result))
                 undo.extend(tx._undo)
-                committed_hooks.extend((op.loop, hook) for hook in tx._on_commit)
+                if tx._on_commit:
+                    committed_hooks.extend((op.loop, hook) for hook in tx._on_commit)
         if aborted is None:
             try:
                 conn.execute("COMMIT")
@@ -369,7 +370,9 @@ class Database:
                     "changes may not be durable. Restart the server.")
         if self._unsynced is not None:  # a read-only group may have seen what the failed fsync did not cover
             batch = [(group, [(False, self._unsynced)] * len(group), wrote) for group, _, wrote in batch]
-        self._answer(batch)
+        # Hand every result back to its event loop: one wake-up of each loop per batch.
+        _call_on_loops([(op.loop, functools.partial(_resolve, op.future, ok, value))
+                        for group, outcomes, _ in batch for op, (ok, value) in zip(group, outcomes)])
 
     def _storage_error(self, exc: BaseException) -> errors.SQSError:
         reason = describe(exc)
@@ -423,12 +426,6 @@ class Database:
             os.close(old_fd)
         self._identity = _identity(self._path)
         log.warning("the database file %s is restored", self._path)
-
-    @staticmethod
-    def _answer(batch: list[tuple[list[_Operation], list[tuple[bool, Any]], bool]]) -> None:
-        """Hand every result back to its event loop: one wake-up of each loop per batch."""
-        _call_on_loops([(op.loop, functools.partial(_resolve, op.future, ok, value))
-                        for group, outcomes, _ in batch for op, (ok, value) in zip(group, outcomes)])
 
 
 def _resolve(future: asyncio.Future, ok: bool, value: Any) -> None:
