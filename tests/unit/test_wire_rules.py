@@ -1,9 +1,10 @@
-"""Pure rules of the wire: the error table, MD5s, body characters, receipt handles."""
+"""Pure rules of the wire: the error table, MD5s, body characters, receipt handles, JSON bytes."""
 
 from __future__ import annotations
 
 import base64
 import inspect
+import json
 import random
 import uuid
 
@@ -11,7 +12,7 @@ import pytest
 
 from queueserver import errors
 from queueserver.models import uuid4_string
-from queueserver.protocol import messages
+from queueserver.protocol import json_wire, messages
 from queueserver.protocol.error_codes import ERROR_CODES, wire_error
 from queueserver.storage.receipts import ReceiptSigner
 
@@ -83,3 +84,18 @@ def test_message_and_request_ids_are_version_4_uuids_in_their_text_form():
     for text in ids:
         parsed = uuid.UUID(text)
         assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+@pytest.mark.parametrize("text", ["plain", "é ü 日本 \U0001F600", 'quote " backslash \\ slash /',
+                                  "controls \x00 \x01 \x1f \t \n \r \x7f", "separators \u2028 \u2029", ""])
+def test_a_json_answer_is_byte_for_byte_what_the_stdlib_encoder_writes(text: str) -> None:
+    result = {"Messages": [{"Body": text, "Attributes": {"SentTimestamp": "1"}, "Count": 2**63 - 1,
+                            "Flags": [True, False, None], "Empty": {}}]}
+    stdlib = json.dumps(result, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    assert json_wire.encode(result) == stdlib
+
+
+def test_what_the_fast_encoder_refuses_is_written_by_the_stdlib_one() -> None:
+    result = {"message": "lone \ud800 surrogate", "big": 2**70}
+    assert json_wire.encode(result) == '{"message":"lone \ud800 surrogate","big":1180591620717411303424}'.encode(
+        "utf-8", "surrogatepass")
