@@ -97,9 +97,14 @@ class Dispatcher:
         request_id = uuid4_string(self._random)
         target = request.headers.get("x-amz-target", "")
         content_type = request.headers.get("content-type", "")
-        if target.startswith("AmazonSQS.") or content_type.startswith("application/x-amz-json"):
-            return await self._json(request, request_id, target)
-        return await self._query(request, request_id)
+        is_json = target.startswith("AmazonSQS.") or content_type.startswith("application/x-amz-json")
+        response = await (self._json(request, request_id, target) if is_json else self._query(request, request_id))
+        # The answer is built while the disk syncs; it goes out only once what it reports is durable.
+        try:
+            await self._engine.durable()
+        except errors.SQSError as error:
+            return self._response(request_id, error) if is_json else self._query_response(request_id, error)
+        return response
 
     async def _json(self, request: HttpRequest, request_id: str, target: str) -> HttpResponse:
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import random
 import sqlite3
 from typing import Callable
@@ -63,10 +64,11 @@ class QueueEngine:
     @classmethod
     async def open(cls, path: str, clock: Clock, *, enforce_cooldowns: bool = False,
                    in_flight_limit: int = IN_FLIGHT_LIMIT,
-                   fifo_in_flight_limit: int = IN_FLIGHT_LIMIT) -> "QueueEngine":
+                   fifo_in_flight_limit: int = IN_FLIGHT_LIMIT,
+                   sync_log: Callable[[int], None] = os.fdatasync) -> "QueueEngine":
         loop = asyncio.get_running_loop()
         conn, lock = await loop.run_in_executor(None, open_file, path, migrate)
-        db = Database(conn, path, lock)
+        db = Database(conn, path, lock, sync_log=sync_log)
 
         def prepare(tx: Transaction) -> tuple[bytes, list[Queue], int]:
             return queue_store.receipt_secret(tx.conn), queue_store.load_all(tx.conn), message_store.highest_row_id(tx.conn)
@@ -80,6 +82,11 @@ class QueueEngine:
                      in_flight_limit, fifo_in_flight_limit)
         await engine.move_tasks.resume()
         return engine
+
+    async def durable(self) -> None:
+        """Wait until every change made so far is on disk (ServiceUnavailable if that failed).
+        Results come back at COMMIT; nothing may be acknowledged to a client before this returns."""
+        await self._db.durable()
 
     def begin_shutdown(self) -> None:
         """Answer every long poll now and accept no new waits."""

@@ -245,6 +245,9 @@ class _BrokenEngine:
     def list_queues(self, *args: object) -> None:
         raise RuntimeError("the disk caught fire")
 
+    async def durable(self) -> None:
+        pass
+
 
 def _dispatch(body: bytes, query_string: str = "", headers: dict | None = None):
     dispatcher = Dispatcher(_BrokenEngine(), "us-east-1", "000000000000")  # type: ignore[arg-type]

@@ -1,8 +1,8 @@
 """The database thread and its syncer, on a real SQLite file with an injected log sync.
 
-What the design promises: nothing is answered before an fsync of the write-ahead log that
-began after its COMMIT; the next group runs while that fsync is in flight; and after an
-fsync fails nothing more is acknowledged.
+What the design promises: a result comes at COMMIT, and `durable()` returns only after an
+fsync of the write-ahead log that began after the latest COMMIT; the next group runs while
+that fsync is in flight; and after an fsync fails nothing more is acknowledged.
 """
 
 from __future__ import annotations
@@ -91,16 +91,17 @@ async def until(condition: Callable[[], bool]) -> None:
     raise AssertionError("the condition never came true")
 
 
-def test_a_write_is_answered_only_after_a_log_sync_that_began_after_its_commit(tmp_path: Path) -> None:
+def test_a_write_is_durable_only_after_a_log_sync_that_began_after_its_commit(tmp_path: Path) -> None:
     async def scenario(db: Database, sync: GatedSync) -> None:
         sync.go.clear()
-        answer = asyncio.ensure_future(db.run(insert(1)))
+        assert await db.run(insert(1)) == 1  # the result comes at COMMIT, while the sync is held back
+        durable = asyncio.ensure_future(db.durable())
         await until(sync.started.is_set)
         assert sync.seen_at_start == [{1}], "the sync began before the commit it must cover"
         await asyncio.sleep(0.05)
-        assert not answer.done(), "answered while the log sync was still running"
+        assert not durable.done(), "durable while the log sync was still running"
         sync.go.set()
-        assert await answer == 1
+        await asyncio.wait_for(durable, WAIT)
 
     run(tmp_path, scenario)
 
@@ -109,14 +110,15 @@ def test_the_next_group_commits_while_the_previous_sync_is_in_flight_and_one_syn
         tmp_path: Path) -> None:
     async def scenario(db: Database, sync: GatedSync) -> None:
         sync.go.clear()
-        first = asyncio.ensure_future(db.run(insert(1)))
+        assert await db.run(insert(1)) == 1
+        first = asyncio.ensure_future(db.durable())
         await until(sync.started.is_set)
-        second = asyncio.ensure_future(db.run(insert(2)))
-        third = asyncio.ensure_future(db.run(insert(3)))
-        await until(lambda: committed_items(sync.path) == {1, 2, 3})  # the database thread did not wait
-        assert not (first.done() or second.done() or third.done())
+        assert await asyncio.gather(db.run(insert(2)), db.run(insert(3))) == [2, 3]  # the thread did not wait
+        second = asyncio.ensure_future(db.durable())
+        await asyncio.sleep(0.01)
+        assert not (first.done() or second.done())
         sync.go.set()
-        assert await asyncio.gather(first, second, third) == [1, 2, 3]
+        await asyncio.wait_for(asyncio.gather(first, second), WAIT)
         assert sync.seen_at_start == [{1}, {1, 2, 3}], "groups committed during a sync share the next one"
 
     run(tmp_path, scenario)
@@ -125,8 +127,11 @@ def test_the_next_group_commits_while_the_previous_sync_is_in_flight_and_one_syn
 def test_a_group_that_changed_nothing_needs_no_sync(tmp_path: Path) -> None:
     async def scenario(db: Database, sync: GatedSync) -> None:
         assert await db.run(insert(1)) == 1
+        await db.durable()
         assert len(sync.seen_at_start) == 1
+        sync.go.clear()  # a read that waited for a sync would now hang
         assert await db.run(count) == 1
+        await asyncio.wait_for(db.durable(), WAIT)
         assert len(sync.seen_at_start) == 1, "a read synced the log"
 
     run(tmp_path, scenario)
@@ -136,15 +141,19 @@ def test_after_a_failed_log_sync_nothing_more_is_acknowledged(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     async def scenario(db: Database, sync: GatedSync) -> None:
         assert await db.run(insert(1)) == 1
+        await db.durable()
         sync.failure = OSError(5, "Input/output error")
         with caplog.at_level(logging.CRITICAL, logger="queueserver.storage.database"):
+            assert await db.run(insert(2)) == 2  # committed; its sync fails
             with pytest.raises(errors.ServiceUnavailable, match="Restart the server"):
-                await db.run(insert(2))
+                await db.durable()
         assert "could not be synced" in caplog.text
         sync.failure = None  # the next fsync would claim success: it must not be trusted
         for op in (insert(3), count):
             with pytest.raises(errors.ServiceUnavailable, match="Restart the server"):
                 await db.run(op)
+        with pytest.raises(errors.ServiceUnavailable, match="Restart the server"):
+            await db.durable()
         assert committed_items(sync.path) == {1, 2}, "operations ran after the failed sync"
         assert len(sync.seen_at_start) == 2
 
@@ -178,14 +187,13 @@ def test_an_outage_is_logged_once_and_its_end_only_after_writes_succeed_for_a_wh
     run(tmp_path, scenario)
 
 
-def test_commit_hooks_run_on_the_loop_before_the_sync_and_not_for_a_failed_operation(tmp_path: Path) -> None:
+def test_commit_hooks_run_on_the_loop_before_the_result_and_not_for_a_failed_operation(tmp_path: Path) -> None:
     async def scenario(db: Database, sync: GatedSync) -> None:
-        committed = asyncio.Event()
         called: list[str] = []
 
         def send(tx: Transaction) -> int:
             tx.conn.execute("INSERT INTO items (n) VALUES (1)")
-            tx.on_commit(lambda: (called.append("send"), committed.set()))
+            tx.on_commit(lambda: called.append("send"))
             return 1
 
         def failing(tx: Transaction) -> None:
@@ -195,28 +203,28 @@ def test_commit_hooks_run_on_the_loop_before_the_sync_and_not_for_a_failed_opera
         sync.go.clear()
         answer = asyncio.ensure_future(db.run(send))
         refused = asyncio.ensure_future(db.run(failing))
-        await asyncio.wait_for(committed.wait(), WAIT)  # while the sync is still held back
-        assert not answer.done()
-        sync.go.set()
-        assert await answer == 1
+        answer.add_done_callback(lambda _: called.append("result"))
+        assert await answer == 1  # while the sync is still held back
         with pytest.raises(errors.InvalidParameterValue):
             await refused
-        assert called == ["send"]
+        assert called == ["send", "result"]
+        sync.go.set()
 
     run(tmp_path, scenario)
 
 
-def test_a_read_that_ran_while_the_failing_sync_was_in_flight_is_refused_too(tmp_path: Path) -> None:
+def test_a_read_of_a_commit_whose_sync_fails_is_not_acknowledged(tmp_path: Path) -> None:
     async def scenario(db: Database, sync: GatedSync) -> None:
         sync.go.clear()
         sync.failure = OSError(5, "Input/output error")
-        write = asyncio.ensure_future(db.run(insert(1)))
+        assert await db.run(insert(1)) == 1
         await until(sync.started.is_set)
-        read = asyncio.ensure_future(db.run(count))  # sees the row whose fsync is about to fail
-        await until(lambda: db._committed.qsize() == 1)  # committed, queued behind the sync
+        assert await db.run(count) == 1  # sees the row whose fsync is about to fail
+        durable = asyncio.ensure_future(db.durable())
+        await asyncio.sleep(0.01)
+        assert not durable.done()
         sync.go.set()
-        for answer in (write, read):
-            with pytest.raises(errors.ServiceUnavailable, match="Restart the server"):
-                await answer
+        with pytest.raises(errors.ServiceUnavailable, match="Restart the server"):
+            await asyncio.wait_for(durable, WAIT)
 
     run(tmp_path, scenario)
