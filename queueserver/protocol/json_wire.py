@@ -26,6 +26,8 @@ def decode(body: bytes) -> dict[str, Any]:
 
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+# orjson would write these where the stdlib encoder refuses them; refused, they stay a bug (a 500).
+_STDLIB_REFUSES = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 
 
 def encode(result: dict[str, Any]) -> bytes:
@@ -33,7 +35,7 @@ def encode(result: dict[str, Any]) -> bytes:
     SendMessageBatch answer); what it refuses (a lone surrogate, an int beyond 64 bits) the
     stdlib encoder writes as before."""
     try:
-        return orjson.dumps(result)
+        return orjson.dumps(result, option=_STDLIB_REFUSES)
     except TypeError:
         return _ENCODER.encode(result).encode("utf-8", "surrogatepass")
 

@@ -12,7 +12,7 @@ overwrite) FULL differs from NORMAL only by that sync at commit; NORMAL keeps th
 checkpoints and of the log's header when it is restarted. Results come back at COMMIT, so
 the event loop builds the answers while the fsync runs, and the database thread can run
 the next group; `Database.durable` is the gate every acknowledgment passes: it returns once
-an fsync that began after the latest COMMIT has finished.
+an fsync has finished that began after the latest COMMIT before the call.
 
 The one case FULL does not have: an fsync that fails after SQLite has published the
 commit. Later commits could then be acknowledged behind log frames that never reached
@@ -96,7 +96,7 @@ def connect(path: str) -> sqlite3.Connection:
     try:
         conn.execute("PRAGMA busy_timeout=5000")
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")  # and Database syncs the log before answering
+        conn.execute("PRAGMA synchronous=NORMAL")  # and Database syncs the log before any answer goes out
         conn.execute("PRAGMA foreign_keys=OFF")
     except sqlite3.Error:
         conn.close()
@@ -235,7 +235,8 @@ class Database:
         """Wait until every group committed so far is on disk; raise ServiceUnavailable if that failed.
 
         Whatever acknowledges a change (or shows data a change produced) awaits this first.
-        Until then the loop can build the answer while the disk works.
+        Until then the loop can build the answer while the disk works. A group still running is
+        not waited for: a group held up (by a lock, say) must not hold up everyone's answers.
         """
         target = self._groups_written
         if self._groups_synced >= target and self._unsynced is None:
