@@ -42,7 +42,12 @@ class QueueEngine:
         self._db = db
         self._clock = clock
         self._signer = signer
+        # Two views of the queues. The database thread's changes as its operations make them, so that
+        # later operations of the same group see them; and the event loop's, changed at COMMIT, so that
+        # nothing answered from memory reports a queue change before it is committed (and, behind the
+        # dispatcher's `durable`, before it is on disk).
         self._queues: dict[tuple[str, str, str], Queue] = {q.key: q for q in queues}
+        self._committed_queues = dict(self._queues)
         self._next_row_id = next_row_id
         self._enforce_cooldowns = enforce_cooldowns
         self._in_flight_limit = in_flight_limit
@@ -59,7 +64,7 @@ class QueueEngine:
         self._waiters = Waiters(clock, asyncio.get_running_loop())
         self._loop = asyncio.get_running_loop()
         self._sweeper = asyncio.create_task(self._sweep_forever())
-        self.move_tasks = Redriver(db, clock, self.find_queue_by_arn, self._notify)
+        self.move_tasks = Redriver(db, clock, self._queue_by_arn_in_transaction, self._notify)
 
     @classmethod
     async def open(cls, path: str, clock: Clock, *, enforce_cooldowns: bool = False,
@@ -106,19 +111,35 @@ class QueueEngine:
     # -- queues ---------------------------------------------------------------
 
     def get_queue(self, region: str, account: str, name: str) -> Queue:
-        queue = self._queues.get((region, account, name))
+        queue = self._committed_queues.get((region, account, name))
         if queue is None:
             raise errors.QueueDoesNotExist()
         return queue
 
     def find_queue_by_arn(self, arn: str) -> Queue | None:
         key = parse_arn(arn)
-        return None if key is None else self._queues.get(key)
+        return None if key is None else self._committed_queues.get(key)
 
     def list_queues(self, region: str, account: str, prefix: str = "") -> list[Queue]:
-        snapshot = list(self._queues.values())  # the database thread may add one meanwhile
-        found = [q for q in snapshot if q.region == region and q.account == account and q.name.startswith(prefix)]
+        found = [q for q in self._committed_queues.values()
+                 if q.region == region and q.account == account and q.name.startswith(prefix)]
         return sorted(found, key=lambda q: q.name)
+
+    def _queue_by_arn_in_transaction(self, arn: str) -> Queue | None:
+        key = parse_arn(arn)
+        return None if key is None else self._queues.get(key)
+
+    def _set_queue(self, tx: Transaction, key: tuple[str, str, str], queue: Queue | None) -> None:
+        """Change the database thread's view now (undone if the group rolls back), the loop's at COMMIT."""
+        previous = self._queues.get(key)
+        if queue is None:
+            self._queues.pop(key, None)
+            tx.on_commit(lambda: self._committed_queues.pop(key, None))
+        else:
+            self._queues[key] = queue
+            tx.on_commit(lambda: self._committed_queues.__setitem__(key, queue))
+        tx.on_rollback(lambda: self._queues.pop(key, None) if previous is None
+                       else self._queues.__setitem__(key, previous))
 
     async def create_queue(self, region: str, account: str, name: str, fifo: bool,
                            attributes: dict[str, str], supplied: dict[str, str],
@@ -142,8 +163,7 @@ class QueueEngine:
                     "You must wait 60 seconds after deleting a queue before you can create another with the same name."
                 )
             queue = queue_store.insert(tx.conn, region, account, name, fifo, attributes, tags, now)
-            self._queues[key] = queue
-            tx.on_rollback(lambda: self._queues.pop(key, None))
+            self._set_queue(tx, key, queue)
             return queue
 
         return await self._db.run(create)
@@ -154,8 +174,7 @@ class QueueEngine:
             message_store.delete_all(tx.conn, queue.id)
             message_store.forget_queue(tx.conn, queue.id)
             queue_store.delete(tx.conn, queue.id)
-            current = self._queues.pop(queue.key)
-            tx.on_rollback(lambda: self._queues.__setitem__(queue.key, current))
+            self._set_queue(tx, queue.key, None)
 
         await self._db.run(delete)
         self._deleted_at[queue.key] = self._clock.now_ms()
@@ -171,8 +190,7 @@ class QueueEngine:
             attributes, tags = change(dict(current.attributes), dict(current.tags))
             modified_at = now if attributes != current.attributes else current.modified_at_ms  # tags are not attributes
             updated = queue_store.update(tx.conn, queue.id, attributes, tags, modified_at)
-            self._queues[queue.key] = updated
-            tx.on_rollback(lambda: self._queues.__setitem__(queue.key, current))
+            self._set_queue(tx, queue.key, updated)
             return updated
 
         updated = await self._db.run(update)

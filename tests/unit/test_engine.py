@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -138,3 +139,41 @@ def test_a_notify_wakes_as_many_polls_as_the_messages_can_feed_plus_one() -> Non
         return woken_greedy, woken_single, sum(w.done() for w in greedy)
 
     assert asyncio.run(main()) == (2, 11, 5)
+
+
+def test_a_queue_is_seen_from_the_event_loop_only_once_its_create_has_committed(tmp_path: Path) -> None:
+    """GetQueueUrl and ListQueues answer from memory: they must not report a queue whose
+    CreateQueue could still roll back, or be lost in a crash before its COMMIT."""
+    first_running, let_first_go, second_running, let_second_go = (threading.Event() for _ in range(4))
+
+    def hold(running: threading.Event, go: threading.Event) -> Callable[[Any], None]:
+        def op(tx: Any) -> None:
+            running.set()
+            assert go.wait(10), "the test never let the group finish"
+        return op
+
+    async def until(event: threading.Event) -> None:
+        for _ in range(2000):
+            if event.is_set():
+                return
+            await asyncio.sleep(0.005)
+        raise AssertionError("the database thread never got there")
+
+    async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
+        held = asyncio.ensure_future(engine._db.run(hold(first_running, let_first_go)))
+        await until(first_running)  # the database thread is busy: what comes next queues as one group
+        created = asyncio.ensure_future(make_queue(engine, "new"))
+        after = asyncio.ensure_future(engine._db.run(hold(second_running, let_second_go)))
+        await asyncio.sleep(0.01)
+        let_first_go.set()
+        await held
+        await until(second_running)  # the create has run; its group has not committed
+        with pytest.raises(errors.QueueDoesNotExist):
+            engine.get_queue("us-east-1", "000000000000", "new")
+        assert engine.list_queues("us-east-1", "000000000000") == []
+        let_second_go.set()
+        await asyncio.gather(created, after)
+        assert engine.get_queue("us-east-1", "000000000000", "new").name == "new"
+        assert [q.name for q in engine.list_queues("us-east-1", "000000000000")] == ["new"]
+
+    run(tmp_path, scenario)
