@@ -451,6 +451,7 @@ class Database:
             target.close()
         self._conn.close()
         os.replace(temporary, self._path)
+        _sync_directory(self._path)  # the rename itself must survive a power cut
         self._conn = connect(self._path)
         self._changes = self._conn.total_changes
         old_fd, self._log_fd = self._log_fd, _open_log(self._path)
@@ -495,6 +496,14 @@ def _call_on_loops(calls: list[tuple[asyncio.AbstractEventLoop, Callable[[], obj
             loop.call_soon_threadsafe(run_all, callbacks)
         except RuntimeError:  # the loop is gone; nobody is waiting
             pass
+
+
+def _sync_directory(path: str) -> None:
+    directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def _open_log(path: str) -> int | None:
