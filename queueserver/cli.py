@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_worker(args)
     if args.command == "serve":
         from queueserver.server import run
-        from queueserver.storage.database import StartupError
+        from queueserver.storage.sqlite_file import StartupError
 
         try:
             run(ServerConfig(db_path=args.db, host=args.host, port=args.port, region=args.region,
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     from queueserver.storage import admin
-    from queueserver.storage.database import StartupError
+    from queueserver.storage.sqlite_file import StartupError
 
     try:
         if args.command == "backup":

@@ -10,7 +10,7 @@ import os
 import sqlite3
 from dataclasses import dataclass
 
-from queueserver.storage.database import StartupError, describe
+from queueserver.storage.sqlite_file import StartupError, describe
 from queueserver.storage.migrations import available_migrations, schema_version
 
 

@@ -27,7 +27,6 @@ costs one hand-off per group.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import functools
 import logging
 import os
@@ -38,11 +37,11 @@ import time
 from typing import Any, Callable, TypeVar
 
 from queueserver import errors
+from queueserver.storage.sqlite_file import connect, describe
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-MIN_SQLITE = (3, 37, 0)  # STRICT tables
 IDLE_CHECK_SECONDS = 1.0
 RECOVERY_SECONDS = 0.5  # writes must succeed this long, unbroken, before an outage is logged as over
 FILE_CHECK_SECONDS = 0.25
@@ -81,109 +80,6 @@ class _Operation:
         self.fn = fn
         self.future = future
         self.loop = loop
-
-
-class StartupError(Exception):
-    """The database cannot be served; the message says why and what to do."""
-
-
-def connect(path: str) -> sqlite3.Connection:
-    if sqlite3.sqlite_version_info < MIN_SQLITE:
-        raise StartupError(
-            f"SQLite {sqlite3.sqlite_version} is too old: queueserver needs 3.37 or newer (STRICT tables)"
-        )
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    try:
-        conn.execute("PRAGMA busy_timeout=5000")
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")  # and Database syncs the log before any answer goes out
-        conn.execute("PRAGMA foreign_keys=OFF")
-    except sqlite3.Error:
-        conn.close()
-        raise
-    return conn
-
-
-_READ_ONLY = "the database file or its folder is read-only"
-_ADVICE = {
-    "the disk is full": "free some disk space and start again",
-    _READ_ONLY: "make the file and its folder writable by this user",
-    "the database is locked by another process": "stop the process that holds the lock and start again",
-    "the database file is corrupted": (
-        "restore it from a copy made with `queueserver backup`, or move it away to start with an empty store"),
-}
-
-
-def open_file(path: str, prepare: Callable[[sqlite3.Connection], object]) -> tuple[sqlite3.Connection, Any]:
-    """Lock, open and prepare (migrate) the database, or raise StartupError saying what to do.
-
-    An advisory lock on PATH.lock keeps a second queueserver off the same file: two
-    servers would each believe they are the only writer.
-    """
-    if not os.path.exists(path) and os.path.exists(f"{path}-wal"):
-        raise StartupError(
-            f"cannot open the database {path}: the file is missing but its write-ahead log {path}-wal is there, "
-            f"so the database was deleted; restore it from a copy made with `queueserver backup`, or remove "
-            f"{path}-wal and {path}-shm to start with an empty store")
-    try:
-        lock = open(f"{path}.lock", "a+")  # noqa: SIM115 - held for the server's lifetime
-    except OSError as exc:
-        raise StartupError(f"cannot open the database {path}: {_READ_ONLY}: cannot create {path}.lock "
-                           f"({exc.strerror}); {_ADVICE[_READ_ONLY]}") from exc
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
-        raise StartupError(f"another queueserver is already serving {path}; stop it first") from None
-    try:
-        if os.statvfs(os.path.dirname(os.path.abspath(path))).f_flag & os.ST_RDONLY:
-            raise sqlite3.OperationalError("attempt to write a readonly database (read-only file system)")
-        conn = connect(path)
-        try:
-            prepare(conn)
-            _probe_write(conn)
-        except BaseException:
-            conn.close()
-            raise
-    except sqlite3.Error as exc:
-        lock.close()
-        reason = describe(exc)
-        advice = _ADVICE.get(reason, "check the file and start again")
-        raise StartupError(f"cannot open the database {path}: {reason} ({exc}); {advice}") from exc
-    except StartupError as exc:
-        lock.close()
-        raise StartupError(f"cannot open the database {path}: {exc}") from exc
-    except BaseException:
-        lock.close()
-        raise
-    return conn, lock
-
-
-def _probe_write(conn: sqlite3.Connection) -> None:
-    """Fail now, not on the first send, if the database cannot be written."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('write_probe', x'01')")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-
-
-def describe(exc: BaseException) -> str:
-    """A storage failure in words an operator can act on."""
-    text = str(exc).lower()
-    if "full" in text:
-        return "the disk is full"
-    if "readonly" in text or "read-only" in text or "unable to open database file" in text:
-        return _READ_ONLY
-    if "locked" in text or "busy" in text:
-        return "the database is locked by another process"
-    if "not a database" in text or "malformed" in text or "corrupt" in text:
-        return "the database file is corrupted"
-    if "disk i/o" in text:
-        return "a disk I/O error"
-    return str(exc)
 
 
 class Database:

@@ -22,7 +22,8 @@ from queueserver.models import (
     sequence_number, uuid4_string,
 )
 from queueserver.storage import claims, group_claims, message_store, queue_store
-from queueserver.storage.database import Database, Transaction, open_file
+from queueserver.storage.database import Database, Transaction
+from queueserver.storage.sqlite_file import open_file
 from queueserver.storage.migrations import migrate
 from queueserver.storage.receipts import ReceiptSigner
 from queueserver.storage.redrive import Redriver

@@ -11,7 +11,7 @@ import re
 import sqlite3
 from importlib import resources
 
-from queueserver.storage.database import StartupError
+from queueserver.storage.sqlite_file import StartupError
 
 log = logging.getLogger(__name__)
 

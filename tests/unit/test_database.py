@@ -18,7 +18,8 @@ import pytest
 
 from queueserver import errors
 from queueserver.storage import database
-from queueserver.storage.database import Database, Transaction, open_file
+from queueserver.storage.database import Database, Transaction
+from queueserver.storage.sqlite_file import open_file
 
 WAIT = 10.0  # seconds; only a broken implementation waits this long
 
