@@ -192,19 +192,18 @@ class Database:
                 return
 
     def _run_group(self, group: list[_Operation]) -> None:
-        if self._unsynced is not None:
-            _call_on_loops([(op.loop, functools.partial(_resolve, op.future, False, self._unsynced)) for op in group])
-            return
         conn = self._conn
         outcomes: list[tuple[bool, Any]] = []
         undo: list[Callable[[], object]] = []
         committed_hooks: list[tuple[asyncio.AbstractEventLoop, Callable[[], object]]] = []
         aborted: BaseException | None = None
         try:
+            if self._unsynced is not None:  # a failed fsync: nothing more is run
+                raise self._unsynced
             self._check_file()
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
-        except (sqlite3.Error, OSError, errors.SQSError) as exc:  # SQSError: the file was replaced
+        except (sqlite3.Error, OSError, errors.SQSError) as exc:  # SQSError: the file was replaced, or unsynced
             aborted = exc
         for op in group if aborted is None else ():
             tx = Transaction(conn)

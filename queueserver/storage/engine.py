@@ -13,7 +13,7 @@ import logging
 import os
 import random
 import sqlite3
-from typing import Callable
+from typing import Awaitable, Callable
 
 from queueserver import errors, limits
 from queueserver.clock import Clock
@@ -89,10 +89,11 @@ class QueueEngine:
         await engine.move_tasks.resume()
         return engine
 
-    async def durable(self) -> None:
+    def durable(self) -> Awaitable[None]:
         """Wait until every change made so far is on disk (ServiceUnavailable if that failed).
-        Results come back at COMMIT; nothing may be acknowledged to a client before this returns."""
-        await self._db.durable()
+        Results come back at COMMIT; nothing may be acknowledged to a client before this returns.
+        (The database's coroutine itself: every request awaits this, so no frame of its own.)"""
+        return self._db.durable()
 
     def begin_shutdown(self) -> None:
         """Answer every long poll now and accept no new waits."""

@@ -152,22 +152,22 @@ def test_a_queue_is_seen_from_the_event_loop_only_once_its_create_has_committed(
             assert go.wait(10), "the test never let the group finish"
         return op
 
-    async def until(event: threading.Event) -> None:
+    async def until(condition: Callable[[], bool]) -> None:
         for _ in range(2000):
-            if event.is_set():
+            if condition():
                 return
             await asyncio.sleep(0.005)
         raise AssertionError("the database thread never got there")
 
     async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
         held = asyncio.ensure_future(engine._db.run(hold(first_running, let_first_go)))
-        await until(first_running)  # the database thread is busy: what comes next queues as one group
+        await until(first_running.is_set)  # the database thread is busy: what comes next queues as one group
         created = asyncio.ensure_future(make_queue(engine, "new"))
         after = asyncio.ensure_future(engine._db.run(hold(second_running, let_second_go)))
-        await asyncio.sleep(0.01)
+        await until(lambda: engine._db._inbox.qsize() == 2)
         let_first_go.set()
         await held
-        await until(second_running)  # the create has run; its group has not committed
+        await until(second_running.is_set)  # the create has run; its group has not committed
         with pytest.raises(errors.QueueDoesNotExist):
             engine.get_queue("us-east-1", "000000000000", "new")
         assert engine.list_queues("us-east-1", "000000000000") == []
