@@ -17,12 +17,15 @@ FORBIDDEN = {
                  "queueserver.storage.queue_store"},
     "consumer": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server"},
     "spark": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server"},
+    # The test harness users get sees the server as a client does: a process and HTTP.
+    "testing": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server",
+                "queueserver.cli"},
 }
 
 
 def _layer(path: Path) -> str | None:
     relative = path.relative_to(PACKAGE)
-    if relative.parts[0] in {"storage", "protocol", "consumer", "spark"}:
+    if relative.parts[0] in {"storage", "protocol", "consumer", "spark", "testing"}:
         return relative.parts[0]
     if path.stem in LEAVES:
         return "leaf"
