@@ -23,9 +23,11 @@ _PERMISSION_ACTIONS = {
 
 
 def resolve_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> Queue:
+    """The queue the QueueUrl names; the request then acts in that queue's region (URLs, ARNs, policies)."""
     url = params.string(p, "QueueUrl", required_=True)
     assert url is not None
-    return engine.get_queue(ctx.region, ctx.account, params.queue_name_from_url(url, ctx.account))
+    ctx.region, name = params.queue_location(url, ctx)
+    return engine.get_queue(ctx.region, ctx.account, name)
 
 
 async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
