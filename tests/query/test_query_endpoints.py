@@ -39,18 +39,18 @@ def test_a_get_on_the_queue_url_sends_with_the_parameters_in_the_query_string(se
     assert received.text("ReceiveMessageResult/Message/MessageId") == sent.text("SendMessageResult/MessageId")
 
 
-@pytest.mark.parametrize("action, extra", [("CreateQueue", {"QueueName": "other"}), ("ListQueues", {}),
-                                           ("GetQueueUrl", {"QueueName": "other"})])
+@pytest.mark.parametrize("action, extra", [("CreateQueue", {"QueueName": "{qname}-other"}), ("ListQueues", {}),
+                                           ("GetQueueUrl", {"QueueName": "{qname}"})])
 @pytest.mark.parametrize("method", ["POST", "GET"])
 def test_an_action_that_is_not_queue_scoped_on_a_queue_url_is_invalid_action(server, qname, action, extra, method):
     url = _create(server.endpoint, qname)
-    params = {"Action": action, **extra}
+    params = {"Action": action, **{k: v.format(qname=qname) for k, v in extra.items()}}
     resp = (query_post if method == "POST" else query_get)(server.endpoint, params, path=_path(url))
     assert resp.status == 400, resp.body
     assert resp.text("Error/Code") == "InvalidAction"
     assert resp.text("Error/Message") == f"The action {action} is not valid for this endpoint."
-    listed = query_post(server.endpoint, {"Action": "ListQueues", "QueueNamePrefix": "other"})
-    assert "/other" not in listed.body.decode()  # nothing was created
+    listed = query_post(server.endpoint, {"Action": "ListQueues", "QueueNamePrefix": qname})
+    assert listed.texts("ListQueuesResult/QueueUrl") == [url]  # nothing was created
 
 
 def test_a_get_on_a_queue_url_without_an_action_is_a_404_unknown_operation(server, qname):
