@@ -101,6 +101,10 @@ class MissingAction(SQSError):
     pass
 
 
+class UnknownOperation(SQSError):
+    """A request to a queue URL that names no action at all (AWS answers 404)."""
+
+
 class SerializationError(SQSError):
     """The request body could not be decoded at all."""
 

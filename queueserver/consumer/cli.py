@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from queueserver.consumer.policies import policy_from_name
+from queueserver.consumer.settings import DERIVED
 from queueserver.consumer.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -36,10 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds of visibility per receive and per extension (default 30)")
     parser.add_argument("--concurrency", type=int, default=10, metavar="N",
                         help="handlers (FIFO: message groups) running at once (default 10)")
-    parser.add_argument("--extension-threshold", type=float, default=5.0, metavar="S",
-                        help="extend a message with less than this many seconds left (default 5)")
-    parser.add_argument("--heartbeat-interval", type=float, default=1.0, metavar="S",
-                        help="seconds between visibility heartbeats; 0 turns the heartbeat off (default 1)")
+    parser.add_argument("--extension-threshold", type=float, default=None, metavar="S",
+                        help="extend a message with less than this many seconds left "
+                             "(default: 5, or half the visibility timeout if that is less)")
+    parser.add_argument("--heartbeat-interval", type=float, default=None, metavar="S",
+                        help="seconds between visibility heartbeats; 0 turns the heartbeat off "
+                             "(default: 1, or half the extension threshold if that is less)")
     parser.add_argument("--wait-time", type=int, default=20, metavar="S", help="long-poll seconds, 0-20 (default 20)")
     parser.add_argument("--max-messages", type=int, default=10, metavar="N", help="messages per receive, 1-10")
     parser.add_argument("--prefetch", type=int, default=0, metavar="N",
@@ -68,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         worker = Worker(
             client, queue_url, handler, max_concurrency=args.concurrency,
             visibility_timeout=args.visibility_timeout, extension_threshold=args.extension_threshold,
-            heartbeat_interval=args.heartbeat_interval, wait_time_seconds=args.wait_time,
+            heartbeat_interval=DERIVED if args.heartbeat_interval is None else args.heartbeat_interval,
+            wait_time_seconds=args.wait_time,
             max_messages=args.max_messages, prefetch=args.prefetch,
             failure_policy=policy_from_name(args.on_failure, args.backoff_initial, args.backoff_max),
             shutdown_grace_period=args.grace_period)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 from queueserver.consumer.policies import (
@@ -12,6 +13,18 @@ from queueserver.consumer.policies import (
 
 MAX_WAIT_TIME_SECONDS = 20
 MAX_RECEIVE_MESSAGES = 10
+# The defaults, capped so that they fit any visibility timeout (a 3 s one included).
+DEFAULT_EXTENSION_THRESHOLD = 5.0
+DEFAULT_HEARTBEAT_INTERVAL = 1.0
+
+
+class Derived(enum.Enum):
+    """A heartbeat interval not given: derived from the extension threshold (None means off)."""
+
+    FROM_THRESHOLD = "derived"
+
+
+DERIVED = Derived.FROM_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -21,8 +34,8 @@ class WorkerSettings:
     queue_url: str
     max_concurrency: int = 10
     visibility_timeout: int = 30
-    extension_threshold: float = 5.0
-    heartbeat_interval: float | None = 1.0
+    extension_threshold: float | None = None  # None: min(5, visibility_timeout / 2)
+    heartbeat_interval: float | None | Derived = DERIVED  # DERIVED: min(1, extension_threshold / 2); 0/None: off
     wait_time_seconds: int = 20
     max_messages: int = 10
     prefetch: int = 0
@@ -43,15 +56,29 @@ class WorkerSettings:
                f"max_messages must be 1..{MAX_RECEIVE_MESSAGES}")
         _check(self.prefetch >= 0, "prefetch must be >= 0")
         _check(self.shutdown_grace_period >= 0, "shutdown_grace_period must be >= 0")
+        self._derive_heartbeat()
         if self.heartbeat_on:
-            assert self.heartbeat_interval is not None
+            assert isinstance(self.heartbeat_interval, float) and self.extension_threshold is not None
             _check(0 < self.extension_threshold <= self.visibility_timeout,
-                   f"extension_threshold must be > 0 and at most visibility_timeout ({self.visibility_timeout} s)")
+                   f"extension_threshold must be > 0 and at most visibility_timeout ({self.visibility_timeout} s), "
+                   f"not {self.extension_threshold:g} s")
             _check(0 < self.heartbeat_interval < self.extension_threshold,
                    "heartbeat_interval must be below extension_threshold, or a message could expire "
-                   "between two heartbeats")
+                   f"between two heartbeats (heartbeat_interval {self.heartbeat_interval:g} s, "
+                   f"extension_threshold {self.extension_threshold:g} s)")
         if self.fifo is None:  # SQS requires the suffix on every FIFO queue name
             object.__setattr__(self, "fifo", self.queue_url.endswith(".fifo"))
+
+    def _derive_heartbeat(self) -> None:
+        """Fill in what was not given, from the visibility timeout; what was given is kept, and checked."""
+        threshold = self.extension_threshold
+        if threshold is None:
+            threshold = min(DEFAULT_EXTENSION_THRESHOLD, self.visibility_timeout / 2)
+        object.__setattr__(self, "extension_threshold", float(threshold))
+        interval = self.heartbeat_interval
+        if interval is DERIVED:
+            interval = min(DEFAULT_HEARTBEAT_INTERVAL, threshold / 2)
+        object.__setattr__(self, "heartbeat_interval", float(interval) if interval else None)
 
     @property
     def heartbeat_on(self) -> bool:

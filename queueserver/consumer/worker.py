@@ -34,7 +34,7 @@ from queueserver.consumer.heartbeat import Heartbeat
 from queueserver.consumer.hooks import Reporter, WorkerCounters, WorkerHooks
 from queueserver.consumer.policies import FailurePolicy, LeaveToExpire
 from queueserver.consumer.processing import Handler, Processor
-from queueserver.consumer.settings import WorkerSettings
+from queueserver.consumer.settings import DERIVED, Derived, WorkerSettings
 from queueserver.consumer.threads import DaemonThreadPool
 from queueserver.consumer.timing import Clock, MonotonicClock
 
@@ -54,8 +54,10 @@ class Worker:
     Options:
       max_concurrency: handlers running at once (on a FIFO queue: message groups, each run in order).
       visibility_timeout: seconds; used by every receive and every extension.
-      extension_threshold: seconds; the heartbeat extends a message with less than this left.
-      heartbeat_interval: seconds between heartbeat rounds; 0 or None turns the heartbeat off.
+      extension_threshold: seconds; the heartbeat extends a message with less than this left
+        (default: min(5, visibility_timeout / 2), so the defaults fit any visibility timeout).
+      heartbeat_interval: seconds between heartbeat rounds (default: min(1, extension_threshold / 2));
+        0 or None turns the heartbeat off.
       wait_time_seconds: long polling, 0..20.
       max_messages: per receive, 1..10.
       prefetch: messages (FIFO: groups) held beyond max_concurrency, waiting for a free slot (default 0).
@@ -68,8 +70,9 @@ class Worker:
     """
 
     def __init__(self, client: Any, queue_url: str, handler: Handler, *, max_concurrency: int = 10,
-                 visibility_timeout: int = 30, extension_threshold: float = 5.0,
-                 heartbeat_interval: float | None = 1.0, wait_time_seconds: int = 20, max_messages: int = 10,
+                 visibility_timeout: int = 30, extension_threshold: float | None = None,
+                 heartbeat_interval: float | None | Derived = DERIVED, wait_time_seconds: int = 20,
+                 max_messages: int = 10,
                  prefetch: int = 0, failure_policy: FailurePolicy | None = None, hooks: WorkerHooks | None = None,
                  shutdown_grace_period: float = 25.0, fifo: bool | None = None, clock: Clock | None = None,
                  message_attribute_names: tuple[str, ...] = ("All",),

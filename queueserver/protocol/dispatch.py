@@ -15,7 +15,7 @@ from urllib.parse import unquote
 
 from queueserver import errors
 from queueserver.models import uuid4_string
-from queueserver.protocol import extension_actions, json_wire, message_actions as m, query_wire, queue_actions as q, redrive_actions as r
+from queueserver.protocol import extension_actions, json_wire, message_actions as m, query_json, query_wire, queue_actions as q, redrive_actions as r
 from queueserver.protocol.error_codes import wire_error
 from queueserver.protocol.params import RequestContext
 from queueserver.storage import QueueEngine
@@ -52,7 +52,15 @@ ACTIONS: dict[str, Handler] = {
 }
 
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/,\s]+)/")
-_QUEUE_PATH = re.compile(r"^/([^/]+)/([^/]+)/?$")
+# A queue URL's path: `/<account>/<name>`, or `/queue/<region>/<account>/<name>` outside the home region.
+_QUEUE_PATH = re.compile(r"^(?:/queue/[^/]+)?/[^/]+/[^/]+/?$")
+# The actions that act on one queue (they take a QueueUrl): the only ones a queue URL accepts.
+_QUEUE_SCOPED = frozenset({
+    "GetQueueAttributes", "SetQueueAttributes", "DeleteQueue", "PurgeQueue", "TagQueue", "UntagQueue",
+    "ListQueueTags", "AddPermission", "RemovePermission", "SendMessage", "SendMessageBatch", "ReceiveMessage",
+    "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch",
+    "ListDeadLetterSourceQueues", extension_actions.BROWSE_ACTION,
+})
 
 
 @dataclass(slots=True)
@@ -91,7 +99,8 @@ class Dispatcher:
             sender, region = match.group(1), match.group(2)
         host = request.headers.get("host") or request.default_host
         return RequestContext(region=region, account=self._account, base_url=f"{request.scheme}://{host}",
-                              request_id=request_id, sender_id=sender)
+                              request_id=request_id, sender_id=sender, home_region=self._region,
+                              trace_header=request.headers.get("x-amzn-trace-id"))
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         request_id = uuid4_string(self._random)
@@ -125,36 +134,43 @@ class Dispatcher:
             return self._response(request_id, errors.InternalError())
 
     async def _query(self, request: HttpRequest, request_id: str) -> HttpResponse:
-        """Query/XML: `Action=...` in a form body or query string, POSTed or GET to `/` or a queue URL."""
+        """Query/XML: `Action=...` in a form body or query string, POSTed or GET to `/` or a queue URL.
+
+        `Accept: application/json` asks for the same document rendered as JSON."""
+        as_json = "application/json" in request.headers.get("accept", "")
         try:
             fields = query_wire.request_fields(request.query_string, request.body,
                                                request.headers.get("content-type", ""))
             action = fields.get("Action", "")
+            on_queue_url = _QUEUE_PATH.match(request.path) is not None
             if not action:
+                if on_queue_url and request.method == "GET":
+                    raise errors.UnknownOperation("")
                 raise errors.MissingAction("The request must contain the parameter Action.")
             handler = ACTIONS.get(action)
-            if handler is None:
+            if handler is None or (on_queue_url and action not in _QUEUE_SCOPED):
                 raise errors.InvalidAction(f"The action {action} is not valid for this endpoint.")
             params = query_wire.decode(fields, action)
             self._queue_url_from_path(request, params)
             context = self._context(request, request_id, fields.get("X-Amz-Credential"))
             result = await handler(self._engine, context, params)
+            if as_json:
+                return HttpResponse(200, {"content-type": query_json.CONTENT_TYPE, "x-amzn-requestid": request_id},
+                                    query_json.encode(action, result, request_id))
             headers = {"content-type": query_wire.CONTENT_TYPE, "x-amzn-requestid": request_id}
             return HttpResponse(200, headers, query_wire.encode(action, result, request_id))
         except errors.SQSError as error:
-            return self._query_response(request_id, error)
+            return self._query_response(request_id, error, as_json)
         except Exception:
             log.exception("request %s failed unexpectedly", request_id)
-            return self._query_response(request_id, errors.InternalError())
+            return self._query_response(request_id, errors.InternalError(), as_json)
 
     def _queue_url_from_path(self, request: HttpRequest, params: dict[str, Any]) -> None:
         """A request POSTed to a queue URL names that queue when its body does not."""
-        if "QueueUrl" in params:
+        if "QueueUrl" in params or not _QUEUE_PATH.match(request.path):
             return
-        match = _QUEUE_PATH.match(request.path)
-        if match:
-            host = request.headers.get("host") or request.default_host
-            params["QueueUrl"] = f"{request.scheme}://{host}/{unquote(match.group(1))}/{unquote(match.group(2))}"
+        host = request.headers.get("host") or request.default_host
+        params["QueueUrl"] = f"{request.scheme}://{host}{unquote(request.path.rstrip('/'))}"
 
     @staticmethod
     def _headers(request_id: str) -> dict[str, str]:
@@ -165,8 +181,13 @@ class Dispatcher:
         extra, body = json_wire.encode_error(error, wire)
         return HttpResponse(wire.status, {**self._headers(request_id), **extra}, body)
 
-    def _query_response(self, request_id: str, error: errors.SQSError) -> HttpResponse:
+    def _query_response(self, request_id: str, error: errors.SQSError, as_json: bool = False) -> HttpResponse:
         wire = wire_error(error)
-        extra, body = query_wire.encode_error(error, wire, request_id)
-        headers = {"content-type": query_wire.CONTENT_TYPE, "x-amzn-requestid": request_id, **extra}
+        if as_json:
+            extra, body = query_json.encode_error(error, wire, request_id)
+            content_type = query_json.CONTENT_TYPE
+        else:
+            extra, body = query_wire.encode_error(error, wire, request_id)
+            content_type = query_wire.CONTENT_TYPE
+        headers = {"content-type": content_type, "x-amzn-requestid": request_id, **extra}
         return HttpResponse(wire.status, headers, body)

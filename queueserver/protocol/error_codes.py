@@ -3,6 +3,11 @@
 Each row: the JSON `__type` shape name, the legacy Query code (also sent as the
 `x-amzn-query-error` header, which botocore turns into `Error.Code`), the HTTP status,
 and whether the fault is the sender's or the server's.
+
+SQS's JSON model has a shape for the SQS-specific errors only (`com.amazonaws.sqs#<shape>`);
+the errors it inherited from the Query API (InvalidParameterValue, MissingParameter, ...)
+come from AWS's common service layer as `com.amazon.coral.service#<Name>Exception`, with
+the old code in the header: that is what AWS answers and what botocore expects.
 """
 
 from __future__ import annotations
@@ -12,16 +17,25 @@ from dataclasses import dataclass
 from queueserver import errors
 
 
+SQS_NAMESPACE = "com.amazonaws.sqs"
+COMMON_NAMESPACE = "com.amazon.coral.service"
+
+
 @dataclass(frozen=True)
 class WireError:
     shape: str
     query_code: str
     status: int
     sender_fault: bool = True
+    modeled: bool = True  # a shape of SQS's model; otherwise one of AWS's common errors
 
     @property
     def fault(self) -> str:
         return "Sender" if self.sender_fault else "Receiver"
+
+    @property
+    def json_type(self) -> str:
+        return f"{SQS_NAMESPACE if self.modeled else COMMON_NAMESPACE}#{self.shape}"
 
 
 ERROR_CODES: dict[type[errors.SQSError], WireError] = {
@@ -47,12 +61,17 @@ ERROR_CODES: dict[type[errors.SQSError], WireError] = {
     errors.UnsupportedOperation: WireError(
         "UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation", 400),
     errors.ResourceNotFound: WireError("ResourceNotFoundException", "ResourceNotFoundException", 400),
-    errors.InvalidParameterValue: WireError("InvalidParameterValue", "InvalidParameterValue", 400),
-    errors.MissingParameter: WireError("MissingParameter", "MissingParameter", 400),
-    errors.InvalidAction: WireError("InvalidAction", "InvalidAction", 400),
-    errors.MissingAction: WireError("MissingAction", "MissingAction", 400),
-    errors.SerializationError: WireError("SerializationException", "MalformedInput", 400),
-    errors.AccessDenied: WireError("AccessDeniedException", "AccessDenied", 400),
+    errors.InvalidParameterValue: WireError(
+        "InvalidParameterValueException", "InvalidParameterValue", 400, modeled=False),
+    errors.MissingParameter: WireError(
+        "MissingRequiredParameterException", "MissingParameter", 400, modeled=False),
+    # A JSON request naming no known action is the common layer's UnknownOperationException.
+    errors.InvalidAction: WireError("UnknownOperationException", "InvalidAction", 400, modeled=False),
+    errors.MissingAction: WireError("UnknownOperationException", "MissingAction", 400, modeled=False),
+    errors.UnknownOperation: WireError(
+        "UnknownOperationException", "UnknownOperationException", 404, modeled=False),
+    errors.SerializationError: WireError("SerializationException", "MalformedInput", 400, modeled=False),
+    errors.AccessDenied: WireError("AccessDeniedException", "AccessDenied", 400, modeled=False),
     errors.ServiceUnavailable: WireError("ServiceUnavailable", "ServiceUnavailable", 503, sender_fault=False),
     errors.InternalError: WireError("InternalError", "InternalError", 500, sender_fault=False),
 }

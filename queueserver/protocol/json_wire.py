@@ -42,5 +42,5 @@ def encode(result: dict[str, Any]) -> bytes:
 
 def encode_error(error: errors.SQSError, wire: WireError) -> tuple[dict[str, str], bytes]:
     headers = {"x-amzn-query-error": f"{wire.query_code};{wire.fault}"}
-    body = {"__type": f"com.amazonaws.sqs#{wire.shape}", "message": error.message}
+    body = {"__type": wire.json_type, "message": error.message}
     return headers, encode(body)

@@ -108,6 +108,8 @@ async def send_message(engine: QueueEngine, ctx: RequestContext, p: dict[str, An
     queue = resolve_queue(engine, ctx, p)
     params.required(p, "MessageBody")
     message, _ = _new_message(queue, p)
+    if message.trace_header is None:  # an explicit AWSTraceHeader wins over the X-Ray header
+        message.trace_header = ctx.trace_header
     [sent] = await engine.send_messages(queue, [message], ctx.sender_id)
     return _sent(sent)
 

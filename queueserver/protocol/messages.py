@@ -112,11 +112,11 @@ def _check_attribute_value(name: str, value: Any) -> int:
     if data_type.startswith("Binary"):
         raw = value.get("BinaryValue")
         if not raw:
-            raise errors.InvalidParameterValue(f"The message attribute '{name}' must contain non-empty message attribute value for message attribute type '{data_type}'.")
+            raise _empty_value(name, data_type)
         return size + len(binary_value(raw))
     text = value.get("StringValue")
     if text is None or text == "":
-        raise errors.InvalidParameterValue(f"The message attribute '{name}' must contain non-empty message attribute value for message attribute type '{data_type}'.")
+        raise _empty_value(name, data_type)
     if not isinstance(text, str):
         raise errors.InvalidParameterValue(f"The message attribute '{name}' has an invalid StringValue.")
     bad = first_invalid_character(text)
@@ -128,6 +128,12 @@ def _check_attribute_value(name: str, value: Any) -> int:
     if data_type.startswith("Number"):
         _check_number(name, text)
     return size + len(text.encode("utf-8"))
+
+
+def _empty_value(name: str, data_type: str) -> errors.InvalidParameterValue:
+    base_type = data_type.partition(".")[0]
+    return errors.InvalidParameterValue(
+        f"Message (user) attribute '{name}' must contain a non-empty value of type '{base_type}'.")
 
 
 def _check_number(name: str, text: str) -> None:

@@ -15,16 +15,24 @@ from queueserver import errors
 
 @dataclass(slots=True)
 class RequestContext:
-    """Who is asking and where: the region from the credential scope, the URL base from the Host."""
+    """Who is asking and where: the region from the credential scope (or the queue URL), the URL base from the Host.
+
+    `home_region` is the server's own region, whose queue URLs keep the short form `/<account>/<name>`;
+    a queue of any other region is `/queue/<region>/<account>/<name>`, so that a URL alone names its queue.
+    """
 
     region: str
     account: str
     base_url: str
     request_id: str
     sender_id: str
+    home_region: str = ""
+    trace_header: str | None = None  # the request's X-Amzn-Trace-Id header
 
     def queue_url(self, name: str) -> str:
-        return f"{self.base_url}/{self.account}/{name}"
+        if self.region == self.home_region:
+            return f"{self.base_url}/{self.account}/{name}"
+        return f"{self.base_url}/queue/{self.region}/{self.account}/{name}"
 
 
 def required(params: dict[str, Any], name: str) -> Any:
@@ -87,12 +95,20 @@ def entries(params: dict[str, Any], entry_name: str) -> list[dict[str, Any]]:
     return value
 
 
-def queue_name_from_url(url: str, account: str) -> str:
-    """The queue a QueueUrl names; a URL of another account names no queue of ours."""
+def queue_location(url: str, ctx: RequestContext) -> tuple[str, str]:
+    """The region and name of the queue a QueueUrl names; a URL of another account names no queue of ours.
+
+    `.../queue/<region>/<account>/<name>` is a queue of that region, `.../<account>/<name>` one of the
+    server's own region, and a bare name (no account) one of the request's region.
+    """
     path = urlsplit(url).path if "://" in url else url
     parts = [p for p in path.split("/") if p]
     if not parts:
         raise errors.QueueDoesNotExist()
-    if len(parts) >= 2 and parts[-2] != account:
+    if len(parts) == 1:
+        return ctx.region, parts[0]
+    if parts[-2] != ctx.account:
         raise errors.QueueDoesNotExist()
-    return parts[-1]
+    if len(parts) >= 4 and parts[-4] == "queue":
+        return parts[-3], parts[-1]
+    return ctx.home_region or ctx.region, parts[-1]

@@ -143,7 +143,7 @@ def _map_value(item: dict[str, str], shape: _Map) -> Any:
 # -- encode ----------------------------------------------------------------------
 
 # Actions whose response has no <{Action}Result> element (the model gives them no output).
-_NO_RESULT = frozenset({"AddPermission", "ChangeMessageVisibility", "DeleteMessage", "DeleteQueue",
+NO_RESULT = frozenset({"AddPermission", "ChangeMessageVisibility", "DeleteMessage", "DeleteQueue",
                         "PurgeQueue", "RemovePermission", "SetQueueAttributes", "TagQueue", "UntagQueue"})
 
 # JSON list member → the element repeated for each item (flattened lists).
@@ -184,10 +184,14 @@ def escape(text: str) -> str:
 
 def encode(action: str, result: dict[str, Any], request_id: str) -> bytes:
     out = [_DECLARATION, f'<{action}Response xmlns="{NAMESPACE}">']
-    if action not in _NO_RESULT:
-        out.append(f"<{action}Result>")
+    if action not in NO_RESULT:
+        start = len(out)
         _members(out, action, result)
-        out.append(f"</{action}Result>")
+        if len(out) == start:
+            out.append(f"<{action}Result/>")  # as AWS writes an empty result (a receive that found nothing)
+        else:
+            out.insert(start, f"<{action}Result>")
+            out.append(f"</{action}Result>")
     out.append(f"<ResponseMetadata><RequestId>{escape(request_id)}</RequestId></ResponseMetadata>")
     out.append(f"</{action}Response>")
     return "".join(out).encode("utf-8")
@@ -230,8 +234,14 @@ _QUERY_MESSAGES = {
 }
 
 
+def query_message(error: errors.SQSError) -> str:
+    return _QUERY_MESSAGES.get(error.message, error.message)
+
+
 def encode_error(error: errors.SQSError, wire: WireError, request_id: str) -> tuple[dict[str, str], bytes]:
-    message = _QUERY_MESSAGES.get(error.message, error.message)
+    if isinstance(error, errors.UnknownOperation):  # AWS's answer to a queue URL asked for no action
+        return {}, b"<UnknownOperationException/>"
+    message = query_message(error)
     body = (f'{_DECLARATION}<ErrorResponse xmlns="{NAMESPACE}"><Error><Type>{wire.fault}</Type>'
             f"<Code>{escape(wire.query_code)}</Code><Message>{escape(message)}</Message><Detail/></Error>"
             f"<RequestId>{escape(request_id)}</RequestId></ErrorResponse>")

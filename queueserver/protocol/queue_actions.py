@@ -23,9 +23,11 @@ _PERMISSION_ACTIONS = {
 
 
 def resolve_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> Queue:
+    """The queue the QueueUrl names; the request then acts in that queue's region (URLs, ARNs, policies)."""
     url = params.string(p, "QueueUrl", required_=True)
     assert url is not None
-    return engine.get_queue(ctx.region, ctx.account, params.queue_name_from_url(url, ctx.account))
+    ctx.region, name = params.queue_location(url, ctx)
+    return engine.get_queue(ctx.region, ctx.account, name)
 
 
 async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
@@ -43,8 +45,6 @@ async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, An
             "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
         )
     supplied = _check_attributes(engine, ctx, name, fifo, requested, creating=True)
-    if not fifo:
-        supplied.pop("FifoQueue", None)  # "false" is what a standard queue is; AWS does not list it
     tags = params.string_map(p, "tags")
     _check_tags(tags)
     defaults = {**queue_attributes.DEFAULTS, **(queue_attributes.FIFO_DEFAULTS if fifo else {})}
@@ -191,7 +191,8 @@ async def untag_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any
 
 
 async def list_queue_tags(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    return {"Tags": dict(resolve_queue(engine, ctx, p).tags)}
+    tags = resolve_queue(engine, ctx, p).tags
+    return {"Tags": dict(tags)} if tags else {}  # AWS leaves the member out when there are none
 
 
 async def add_permission(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
@@ -222,7 +223,7 @@ async def add_permission(engine: QueueEngine, ctx: RequestContext, p: dict[str, 
         if any(s.get("Sid") == label for s in policy["Statement"]):
             raise errors.invalid_value("Label", label, "Already exists.")
         policy["Statement"].append(statement)
-        return {**attributes, "Policy": json.dumps(policy)}, tags
+        return {**attributes, "Policy": json.dumps(policy, separators=(",", ":"))}, tags
 
     await engine.update_queue(queue, change)
     return {}
@@ -236,10 +237,10 @@ async def remove_permission(engine: QueueEngine, ctx: RequestContext, p: dict[st
         policy = _policy(attributes, queue)
         kept = [s for s in policy["Statement"] if s.get("Sid") != label]
         if len(kept) == len(policy["Statement"]):
-            raise errors.invalid_value("Label", label, "can't find label on existing policy.")
+            raise errors.invalid_value("Label", label, "can't find label.")
         updated = dict(attributes)
         if kept:
-            updated["Policy"] = json.dumps({**policy, "Statement": kept})
+            updated["Policy"] = json.dumps({**policy, "Statement": kept}, separators=(",", ":"))
         else:
             updated.pop("Policy", None)
         return updated, tags
@@ -255,7 +256,7 @@ def _policy(attributes: dict[str, str], queue: Queue) -> dict[str, Any]:
         if isinstance(policy["Statement"], dict):
             policy["Statement"] = [policy["Statement"]]
         return policy
-    return {"Version": "2012-10-17", "Id": f"{queue.arn}/SQSDefaultPolicy", "Statement": []}
+    return {"Version": "2008-10-17", "Id": f"{queue.arn}/SQSDefaultPolicy", "Statement": []}
 
 
 def _one_or_list(values: list[str]) -> str | list[str]:

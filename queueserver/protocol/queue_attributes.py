@@ -98,6 +98,7 @@ FIFO_DEFAULTS = {
     "DeduplicationScope": "queue",
     "FifoThroughputLimit": "perQueue",
 }
+KMS_DATA_KEY_REUSE_DEFAULT = "300"
 # Attributes that vanish when set to "" (SQS removes them).
 REMOVABLE = ("Policy", "RedrivePolicy", "RedriveAllowPolicy", "KmsMasterKeyId")
 
@@ -113,17 +114,32 @@ def check(attributes: dict[str, str], *, fifo: bool, creating: bool) -> dict[str
         if not isinstance(value, str):
             raise _bad(name)
         if name == "FifoQueue":
-            if not creating:
-                raise errors.InvalidAttributeName(f"Unknown Attribute {name}.")
-            checked[name] = _boolean(name, value)
+            checked[name] = _check_fifo_queue(value, fifo=fifo)
             continue
         checker = SETTABLE.get(name) or (FIFO_ONLY.get(name) if fifo else None)
+        if checker is None and name in _FIFO_SETTINGS:
+            raise errors.InvalidAttributeName(f"You can specify the {name} only when FifoQueue is set to true.")
         if checker is None:
             raise unknown(name)
         checked[name] = checker(name, value)
     if creating:
         check_combination({**(FIFO_DEFAULTS if fifo else {}), **checked})
     return checked
+
+
+# The FIFO-only attributes whose refusal on a standard queue AWS words as a FIFO rule, not as unknown.
+_FIFO_SETTINGS = ("DeduplicationScope", "FifoThroughputLimit")
+
+
+def _check_fifo_queue(value: str, *, fifo: bool) -> str:
+    """A standard queue has no FifoQueue attribute, not even "false"; a FIFO queue's stays "true"."""
+    value = _boolean("FifoQueue", value)
+    if not fifo:
+        raise unknown("FifoQueue")
+    if value != "true":
+        raise errors.InvalidAttributeValue(
+            "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported.")
+    return value
 
 
 def check_combination(attributes: dict[str, str]) -> None:
@@ -153,5 +169,9 @@ def apply(current: dict[str, str], changes: dict[str, str]) -> dict[str, str]:
         updated["SqsManagedSseEnabled"] = "false"
     if changes.get("SqsManagedSseEnabled") == "true" and "KmsMasterKeyId" not in changes:
         updated.pop("KmsMasterKeyId", None)
+    if updated.get("KmsMasterKeyId"):  # the data key period belongs to KMS encryption, and comes with it
+        updated.setdefault("KmsDataKeyReusePeriodSeconds", KMS_DATA_KEY_REUSE_DEFAULT)
+    else:
+        updated.pop("KmsDataKeyReusePeriodSeconds", None)
     check_combination(updated)
     return updated

@@ -91,3 +91,28 @@ def test_the_worker_command_exits_2_when_the_queue_does_not_exist(test_clock_ser
     _, err = proc.communicate(timeout=WAIT_TIMEOUT_S * 2)
     assert proc.returncode == 2
     assert "cannot start the worker" in err
+
+
+def test_the_worker_command_with_a_3_second_visibility_timeout_alone_starts_and_handles_messages(
+        sqs, make_queue, server_clock, test_clock_server, tmp_path):
+    url = make_queue()
+    env = worker_env(tmp_path, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
+    proc = start_cli(env, "--queue", url.rsplit("/", 1)[1], "--endpoint", test_clock_server.endpoint,
+                     "--visibility-timeout", "3")
+    try:
+        send_bodies(sqs, url, ["short visibility"])
+        wait_for(lambda: handled(tmp_path) == ["short visibility"], "the message handled")
+        wait_for(lambda: queue_counts(sqs, url) == (0, 0), "the delete")
+    finally:
+        rc, _, err = stop_cli(proc, server_clock)
+    assert rc == 0, err
+
+
+def test_the_worker_command_refuses_an_explicit_threshold_above_the_visibility_timeout_clearly(
+        make_queue, test_clock_server, tmp_path):
+    env = worker_env(tmp_path, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
+    proc = start_cli(env, "--queue", make_queue().rsplit("/", 1)[1], "--endpoint", test_clock_server.endpoint,
+                     "--visibility-timeout", "3", "--extension-threshold", "5")
+    _, err = proc.communicate(timeout=WAIT_TIMEOUT_S * 2)
+    assert proc.returncode == 2
+    assert "extension_threshold must be > 0 and at most visibility_timeout (3 s), not 5 s" in err

@@ -54,7 +54,10 @@ def test_the_command_line_policy_names_map_to_the_policies() -> None:
 
 @pytest.mark.parametrize("options, complaint", [
     ({"heartbeat_interval": 5.0}, "heartbeat_interval must be below extension_threshold"),
-    ({"visibility_timeout": 3}, "extension_threshold must be > 0 and at most visibility_timeout"),
+    ({"visibility_timeout": 3, "extension_threshold": 5.0},
+     "extension_threshold must be > 0 and at most visibility_timeout"),
+    ({"visibility_timeout": 3, "heartbeat_interval": 1.5}, "heartbeat_interval must be below extension_threshold"),
+    ({"extension_threshold": 2.0, "heartbeat_interval": 2.0}, "heartbeat_interval must be below extension_threshold"),
     ({"visibility_timeout": 0}, "visibility_timeout"),
     ({"visibility_timeout": 43_201}, "visibility_timeout"),
     ({"max_messages": 11}, "max_messages"),
@@ -64,6 +67,28 @@ def test_the_command_line_policy_names_map_to_the_policies() -> None:
 def test_options_that_cannot_work_are_refused_up_front(options: dict[str, object], complaint: str) -> None:
     with pytest.raises(ValueError, match=complaint):
         Worker(object(), URL, lambda m: None, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("visibility_timeout, threshold, interval", [
+    (30, 5.0, 1.0), (10, 5.0, 1.0), (3, 1.5, 0.75), (1, 0.5, 0.25),
+])
+def test_the_heartbeat_defaults_are_derived_from_any_visibility_timeout(
+        visibility_timeout: int, threshold: float, interval: float) -> None:
+    settings = Worker(object(), URL, lambda m: None, visibility_timeout=visibility_timeout).settings
+    assert (settings.extension_threshold, settings.heartbeat_interval) == (threshold, interval)
+    assert settings.heartbeat_on
+
+
+def test_a_given_threshold_is_kept_and_the_heartbeat_derived_from_it() -> None:
+    settings = Worker(object(), URL, lambda m: None, visibility_timeout=3, extension_threshold=2.5).settings
+    assert (settings.extension_threshold, settings.heartbeat_interval) == (2.5, 1.0)
+    settings = Worker(object(), URL, lambda m: None, visibility_timeout=3, extension_threshold=1.0).settings
+    assert (settings.extension_threshold, settings.heartbeat_interval) == (1.0, 0.5)
+
+
+def test_a_given_heartbeat_is_kept_beside_a_derived_threshold() -> None:
+    settings = Worker(object(), URL, lambda m: None, visibility_timeout=4, heartbeat_interval=0.5).settings
+    assert (settings.extension_threshold, settings.heartbeat_interval) == (2.0, 0.5)
 
 
 def test_a_short_visibility_timeout_is_fine_once_the_heartbeat_is_off() -> None:

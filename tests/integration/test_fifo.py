@@ -70,10 +70,11 @@ def test_a_standard_queue_reports_none_of_the_fifo_attributes(sqs, queue_url):
     assert not {"FifoQueue", *FIFO_ONLY} & set(attributes), attributes
 
 
-def test_fifo_queue_false_on_a_plain_name_makes_a_standard_queue(sqs, queue_name):
-    url = sqs.create_queue(QueueName=queue_name, Attributes={"FifoQueue": "false"})["QueueUrl"]
-    assert "FifoQueue" not in all_attributes(sqs, url)
-    sqs.send_message(QueueUrl=url, MessageBody="no group needed")
+def test_fifo_queue_false_on_a_plain_name_is_an_unknown_attribute_and_creates_nothing(sqs, queue_name):
+    with raises_modeled(sqs, "InvalidAttributeName") as info:
+        sqs.create_queue(QueueName=queue_name, Attributes={"FifoQueue": "false"})
+    assert info.value.response["Error"]["Message"] == "Unknown Attribute FifoQueue."
+    assert not sqs.list_queues(QueueNamePrefix=queue_name).get("QueueUrls")
 
 
 def test_fifo_queue_is_not_a_boolean_when_it_is_neither_true_nor_false(sqs, queue_name):
@@ -82,11 +83,18 @@ def test_fifo_queue_is_not_a_boolean_when_it_is_neither_true_nor_false(sqs, queu
 
 
 @pytest.mark.parametrize("value", ["true", "false"])
-def test_fifo_queue_can_only_be_given_at_creation(sqs, make_queue, queue_url, value):
-    for url in (queue_url, make_fifo(make_queue)):
-        with raises_modeled(sqs, "InvalidAttributeName"):
-            sqs.set_queue_attributes(QueueUrl=url, Attributes={"FifoQueue": value})
+def test_set_queue_attributes_fifo_queue_on_a_standard_queue_is_an_unknown_attribute(sqs, queue_url, value):
+    with raises_modeled(sqs, "InvalidAttributeName"):
+        sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={"FifoQueue": value})
     assert all_attributes(sqs, queue_url).get("FifoQueue") is None
+
+
+def test_set_queue_attributes_fifo_queue_true_on_a_fifo_queue_is_accepted_and_false_is_refused(sqs, make_queue):
+    url = make_fifo(make_queue)
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"FifoQueue": "true"})
+    with raises_code(*BAD_ATTRIBUTE_VALUE):
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"FifoQueue": "false"})
+    assert all_attributes(sqs, url)["FifoQueue"] == "true"
 
 
 @pytest.mark.parametrize("name", sorted(FIFO_ONLY))

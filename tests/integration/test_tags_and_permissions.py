@@ -86,7 +86,7 @@ def test_add_permission_appears_in_the_policy_as_a_statement_named_by_the_label(
                        Actions=["SendMessage", "ReceiveMessage"])
     policy = _policy(sqs, queue_url)
     assert policy is not None, "AddPermission must produce a Policy attribute"
-    assert policy.get("Version") == "2012-10-17"
+    assert policy.get("Version") == "2008-10-17"
     (stmt,) = _statements(policy)
     assert stmt["Sid"] == "let-them-send"
     assert stmt["Effect"] == "Allow"
