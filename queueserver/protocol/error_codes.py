@@ -60,7 +60,7 @@ ERROR_CODES: dict[type[errors.SQSError], WireError] = {
     errors.BatchRequestTooLong: WireError("BatchRequestTooLong", "AWS.SimpleQueueService.BatchRequestTooLong", 400),
     errors.UnsupportedOperation: WireError(
         "UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation", 400),
-    errors.ResourceNotFound: WireError("ResourceNotFoundException", "ResourceNotFoundException", 400),
+    errors.ResourceNotFound: WireError("ResourceNotFoundException", "ResourceNotFoundException", 404),
     errors.InvalidParameterValue: WireError(
         "InvalidParameterValueException", "InvalidParameterValue", 400, modeled=False),
     errors.MissingParameter: WireError(

@@ -18,6 +18,8 @@ _BATCH_ID = re.compile(rf"^[A-Za-z0-9_-]{{1,{limits.MAX_BATCH_ENTRY_ID_LENGTH}}}
 _PRINTABLE_ID = re.compile(r"^[!-~]{1,128}$")
 _BODY_ALONE = frozenset({"MessageBody", "Id", "QueueUrl"})  # a batch entry's or a SendMessage's keys
 _DELAY_REASON = "DelaySeconds must be >= 0 and <= 900."
+_NO_DEDUPLICATION_ID = ("The queue should either have ContentBasedDeduplication enabled or "
+                        "MessageDeduplicationId provided explicitly")
 _VISIBILITY_REASON = "VisibilityTimeout must be an integer between 0 and 43200."
 _SYSTEM_ATTRIBUTES = (
     "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
@@ -53,11 +55,10 @@ def _new_message(queue: Queue, entry: dict[str, Any]) -> tuple[NewMessage, int]:
         if entry.get("DelaySeconds") not in (None, 0, "0"):
             raise errors.invalid_value("DelaySeconds", entry["DelaySeconds"],
                                        "The request include parameter that is not valid for this queue type.")
+        delay = queue.delay_seconds  # an explicit 0 means the queue's delay, as absent does
         if deduplication_id is None:
             if not queue.content_based_deduplication:
-                raise errors.InvalidParameterValue(
-                    "The queue should either have ContentBasedDeduplication enabled or "
-                    "MessageDeduplicationId provided explicitly")
+                raise errors.InvalidParameterValue(_NO_DEDUPLICATION_ID)
             deduplication_id = hashlib.sha256(body.encode("utf-8")).hexdigest()
     elif deduplication_id is not None:
         raise errors.invalid_value("MessageDeduplicationId", deduplication_id,
@@ -122,6 +123,8 @@ async def send_message_batch(engine: QueueEngine, ctx: RequestContext, p: dict[s
         raise errors.BatchRequestTooLong(
             f"Batch requests cannot be longer than {limits.MAX_MESSAGE_SIZE} bytes. You have sent {total} bytes."
         )
+    if queue.fifo:
+        _check_fifo_batch(queue, entries)
     failed, accepted = [], []
     for entry in entries:
         try:
@@ -133,6 +136,16 @@ async def send_message_batch(engine: QueueEngine, ctx: RequestContext, p: dict[s
         sent = await engine.send_messages(queue, [m for _, m in accepted], ctx.sender_id)
         successful = [{"Id": entry_id, **_sent(s)} for (entry_id, _), s in zip(accepted, sent)]
     return {"Successful": successful, "Failed": failed}
+
+
+def _check_fifo_batch(queue: Queue, entries: list[dict[str, Any]]) -> None:
+    """On a FIFO queue an entry without a group, or without a deduplication id where one is needed,
+    fails the whole request, not the entry (as SQS does)."""
+    for entry in entries:
+        if entry.get("MessageGroupId") is None:
+            raise errors.MissingParameter("The request must contain the parameter MessageGroupId.")
+        if entry.get("MessageDeduplicationId") is None and not queue.content_based_deduplication:
+            raise errors.InvalidParameterValue(_NO_DEDUPLICATION_ID)
 
 
 def _rough_size(entry: dict[str, Any]) -> int:

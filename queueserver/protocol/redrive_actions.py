@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from typing import Any
 
 from queueserver import errors, limits
@@ -85,4 +88,17 @@ async def list_message_move_tasks(engine: QueueEngine, ctx: RequestContext, p: d
 async def cancel_message_move_task(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
     handle = params.string(p, "TaskHandle", required_=True)
     assert handle is not None
+    _queue_by_arn(engine, ctx, _source_arn_of(handle), "SourceArn")
     return {"ApproximateNumberOfMessagesMoved": await engine.move_tasks.cancel(handle)}
+
+
+def _source_arn_of(handle: str) -> str:
+    """The source queue ARN a task handle names (base64 of JSON with taskId and sourceArn)."""
+    try:
+        named = json.loads(base64.b64decode(handle, validate=True))
+    except (binascii.Error, ValueError):
+        named = None
+    if not isinstance(named, dict) or not isinstance(named.get("taskId"), str) \
+            or not isinstance(named.get("sourceArn"), str):
+        raise errors.InvalidParameterValue("Value for parameter TaskHandle is invalid.")
+    return named["sourceArn"]

@@ -98,12 +98,10 @@ def claim_ids(conn: sqlite3.Connection, claim: Claim, chosen: list[int]) -> list
     return conn.execute(f"UPDATE messages {_SET_CLAIMED} WHERE id IN ({placeholders}) {_RETURNING}", params).fetchall()
 
 
-def in_group_order(rows: list[ClaimedRow]) -> list[ClaimedRow]:
-    """Several groups in one receive: each group's messages together, groups by their oldest."""
-    first_seen: dict[str | None, int] = {}
-    for row in sorted(rows):
-        first_seen.setdefault(row[4], row[0])
-    return sorted(rows, key=lambda row: (first_seen[row[4]], row[0]))
+def in_order_taken(rows: list[ClaimedRow], chosen: list[int]) -> list[ClaimedRow]:
+    """The claimed rows in the order the receive chose them (RETURNING's order is unspecified)."""
+    place = {row_id: i for i, row_id in enumerate(chosen)}
+    return sorted(rows, key=lambda row: place[row[0]])
 
 
 def move_to_dead_letter_queue(conn: sqlite3.Connection, row_ids: list[int], target: DeadLetterTarget,

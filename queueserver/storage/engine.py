@@ -216,6 +216,7 @@ class QueueEngine:
         def purge(tx: Transaction) -> None:
             self._require(queue)
             message_store.delete_all(tx.conn, queue.id)
+            message_store.forget_deduplication(tx.conn, queue.id)
             self._in_flight_estimate.pop(queue.id, None)
 
         await self._db.run(purge)
@@ -284,8 +285,9 @@ class QueueEngine:
                     self._waiters.discard(queue.id, waiter)
 
     async def delete_messages(self, queue: Queue, handles: list[str]) -> list[EntryOutcome]:
-        """Delete by receipt handle. A stale handle deletes nothing: silently on a standard
-        queue, with ReceiptHandleIsInvalid on a FIFO queue (as SQS does)."""
+        """Delete by receipt handle. On a standard queue the latest handle deletes even after its
+        visibility timeout and a superseded one deletes nothing, silently; on a FIFO queue a handle
+        whose message is no longer in flight under it fails as expired (as SQS does)."""
         now = self._clock.now_ms()
         receipts = [self._signer.decode(handle) for handle in handles]
 
@@ -297,7 +299,7 @@ class QueueEngine:
                     outcomes.append(EntryOutcome(error=_invalid_handle(handle)))
                 elif current.fifo and not message_store.delete_in_flight(
                         tx.conn, queue.id, receipt.row_id, receipt.token, now):
-                    outcomes.append(EntryOutcome(error=errors.ReceiptHandleIsInvalid("The receipt handle has expired.")))
+                    outcomes.append(EntryOutcome(error=_expired_handle(handle)))
                 else:
                     outcomes.append(EntryOutcome())
             if not current.fifo:
@@ -410,17 +412,20 @@ class QueueEngine:
         return claims.DeadLetterTarget(target.id, policy[1], queue.arn, reset_retention=target.fifo)
 
     def _change_one(self, tx: Transaction, queue: Queue, change: VisibilityChange, now: int) -> EntryOutcome:
+        """The latest handle changes its message's visibility, on a standard queue even after the
+        visibility timeout ended (as SQS does); on a FIFO queue only while the message is in flight."""
         receipt = self._signer.decode(change.receipt_handle)
         if receipt is None or receipt.queue_id != queue.id:
             return EntryOutcome(error=_invalid_handle(change.receipt_handle))
         state = message_store.visibility_state(tx.conn, queue.id, receipt.row_id)
-        if state is None or state[1] != receipt.token:
+        latest = state is not None and state[1] == receipt.token
+        if queue.fifo and (not latest or state is None or state[0] <= now):
+            return EntryOutcome(error=_expired_handle(change.receipt_handle))
+        if not latest or state is None:
             return EntryOutcome(error=errors.invalid_value(
                 "ReceiptHandle", change.receipt_handle,
                 "Message does not exist or is not available for visibility timeout change."))
-        visible_at, _, received_at = state
-        if visible_at <= now:
-            return EntryOutcome(error=errors.MessageNotInflight())
+        _, _, received_at = state
         new_visible_at = now + change.visibility_timeout * 1000
         if new_visible_at - received_at > limits.MAX_VISIBILITY_TIMEOUT_SECONDS * 1000:
             return EntryOutcome(error=errors.invalid_value(
@@ -468,6 +473,10 @@ class QueueEngine:
 
 def _invalid_handle(handle: str) -> errors.ReceiptHandleIsInvalid:
     return errors.ReceiptHandleIsInvalid(f'The input receipt handle "{handle}" is not a valid receipt handle.')
+
+
+def _expired_handle(handle: str) -> errors.InvalidParameterValue:
+    return errors.invalid_value("ReceiptHandle", handle, "The receipt handle has expired.")
 
 
 def _loads(text: str | None) -> dict | None:

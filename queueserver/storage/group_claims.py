@@ -1,12 +1,17 @@
 """Receives that choose messages group by group: FIFO queues and fair queues.
 
-FIFO: a group is held while any of its messages is in flight; the others are taken
-oldest group first, and a receive takes as many messages of one group as it can
-before it takes another (as SQS does, so that other consumers get other groups). To
-find the groups, the receive looks at the front of the queue in send order through a
-covering index; when held groups fill that window (one busy group with a large
-backlog), it visits every group through the group index instead, one probe each, so
-a receive never walks a held group's backlog row by row.
+FIFO: a group is available while its first (oldest) message is visible, and available
+groups form a queue: they are served in the order in which they became available,
+which is when their first message became visible (sent, or its visibility ended) or,
+after a delete, when the next message became the first (see message_store's
+`promote_group_head`); ties go to the group received longest ago, then to send order.
+A receive takes as many consecutive visible messages of one group as it can before it
+takes the next group, and stops in a group at its first hidden message, so later
+messages of a group that are still in flight stay hidden (as SQS does). To find the
+groups, the receive looks at the front of the queue in send order through a covering
+index; when that window is full (one group with a large backlog), it visits every group
+through the group index instead, one probe each, so a receive never walks a held
+group's backlog row by row.
 
 Fair queues (standard queues whose messages carry a MessageGroupId): each receive
 visits the groups in turn from where the last one stopped and takes one visible
@@ -16,34 +21,38 @@ group with a handful, and the cost of a receive does not grow with the backlog.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 from queueserver.storage.claims import (
-    NO_LIMIT, Claim, ClaimedRow, claim_ids, in_group_order, move_to_dead_letter_queue,
+    NO_LIMIT, Claim, ClaimedRow, claim_ids, in_order_taken, move_to_dead_letter_queue,
 )
 
 FRONT_WINDOW = 2_000  # rows at the front of a FIFO queue looked at in send order
 MAX_GROUPS_VISITED = 120_000  # SQS: FIFO "scans the first 120,000 messages" for groups
 MAX_FAIR_PROBES = 100  # groups without a visible message visited before a fair receive gives up
 
-_HELD = """
-SELECT group_id, count(*) FROM messages
-WHERE queue_id = ? AND visible_at_ms > ? AND receive_count > 0 AND group_id IS NOT NULL
-GROUP BY group_id
-"""
+_IN_FLIGHT = "SELECT count(*) FROM messages WHERE queue_id = ? AND visible_at_ms > ? AND receive_count > 0"
+# The groups at the front whose first message is visible, in the order they became available.
+# CROSS JOIN: look up each group's head by its id, never scan the messages for heads.
 _FRONT_GROUPS = """
 WITH front AS (
     SELECT id, group_id FROM messages INDEXED BY messages_in_send_order
     WHERE queue_id = :queue_id AND group_id IS NOT NULL ORDER BY id LIMIT :window
+), heads AS (
+    SELECT group_id, min(id) AS head FROM front GROUP BY group_id
 )
-SELECT group_id, min(id) AS head, (SELECT count(*) FROM front) FROM front
-WHERE group_id NOT IN (SELECT value FROM json_each(:held))
-GROUP BY group_id ORDER BY head
+SELECT heads.group_id, (SELECT count(*) FROM front) FROM heads CROSS JOIN messages m ON m.id = heads.head
+WHERE m.visible_at_ms <= :now
+ORDER BY m.visible_at_ms, m.received_at_ms, heads.head
+"""
+_FRONT_SIZE = """
+SELECT count(*) FROM (SELECT 1 FROM messages INDEXED BY messages_in_send_order
+                      WHERE queue_id = ? AND group_id IS NOT NULL LIMIT ?)
 """
 _NEXT_GROUP = ("SELECT min(group_id) FROM messages INDEXED BY messages_by_group"
                " WHERE queue_id = ? AND group_id > ?")
-_HEAD = "SELECT min(id) FROM messages INDEXED BY messages_by_group WHERE queue_id = ? AND group_id = ?"
+_HEAD = ("SELECT id, visible_at_ms, received_at_ms FROM messages WHERE id ="
+         " (SELECT min(id) FROM messages INDEXED BY messages_by_group WHERE queue_id = ? AND group_id = ?)")
 _GROUP_IN_ORDER = """
 SELECT id, visible_at_ms, receive_count, enqueued_at_ms FROM messages INDEXED BY messages_by_group
 WHERE queue_id = ? AND group_id = ? AND id > ? ORDER BY id LIMIT ?
@@ -70,38 +79,39 @@ def has_groups(conn: sqlite3.Connection, queue_id: int) -> bool:
 
 def claim_fifo(conn: sqlite3.Connection, claim: Claim, in_flight_limit: int) -> tuple[list[ClaimedRow], int]:
     """Claim the next messages of available groups, in order; none beyond the in-flight limit."""
-    held: set[str] = set()
-    in_flight_now = 0
-    for group_id, count in conn.execute(_HELD, (claim.queue_id, claim.now_ms)):
-        held.add(group_id)
-        in_flight_now += count
+    in_flight_now = conn.execute(_IN_FLIGHT, (claim.queue_id, claim.now_ms)).fetchone()[0]
     wanted = min(claim.n, in_flight_limit - in_flight_now)
     if wanted <= 0:
         return [], 0
     chosen: list[int] = []
     to_move: list[int] = []
     front = conn.execute(_FRONT_GROUPS, {"queue_id": claim.queue_id, "window": FRONT_WINDOW,
-                                         "held": json.dumps(sorted(held))}).fetchall()
-    visited = set(held)
+                                         "now": claim.now_ms}).fetchall()
+    visited: set[str] = set()
     _take_groups(conn, claim, [row[0] for row in front], visited, wanted, chosen, to_move)
-    window_full = bool(front) and front[0][2] >= FRONT_WINDOW
-    if len(chosen) < wanted and (window_full or (not front and held)):
-        _take_groups(conn, claim, _groups_by_head(conn, claim.queue_id, visited), visited, wanted, chosen, to_move)
+    if len(chosen) < wanted:
+        window = front[0][1] if front else conn.execute(_FRONT_SIZE, (claim.queue_id, FRONT_WINDOW)).fetchone()[0]
+        if window >= FRONT_WINDOW:  # groups beyond the window may be available
+            _take_groups(conn, claim, _available_groups(conn, claim, visited), visited, wanted, chosen, to_move)
     if to_move:
         assert claim.dead_letter is not None
         move_to_dead_letter_queue(conn, to_move, claim.dead_letter, claim.now_ms)
-    return in_group_order(claim_ids(conn, claim, chosen)), len(to_move)
+    return in_order_taken(claim_ids(conn, claim, chosen), chosen), len(to_move)
 
 
-def _groups_by_head(conn: sqlite3.Connection, queue_id: int, skip: set[str]) -> list[str]:
-    """Every group not in `skip`, oldest head first, one index probe per group."""
-    heads: list[tuple[int, str]] = []
-    group = conn.execute(_NEXT_GROUP, (queue_id, "")).fetchone()[0]
-    while group is not None and len(heads) < MAX_GROUPS_VISITED:
+def _available_groups(conn: sqlite3.Connection, claim: Claim, skip: set[str]) -> list[str]:
+    """Every available group not in `skip`, in the order they became available, one index probe per group."""
+    heads: list[tuple[int, int, int, str]] = []
+    group = conn.execute(_NEXT_GROUP, (claim.queue_id, "")).fetchone()[0]
+    visited = 0
+    while group is not None and visited < MAX_GROUPS_VISITED:
+        visited += 1
         if group not in skip:
-            heads.append((conn.execute(_HEAD, (queue_id, group)).fetchone()[0], group))
-        group = conn.execute(_NEXT_GROUP, (queue_id, group)).fetchone()[0]
-    return [group for _, group in sorted(heads)]
+            head_id, visible_at, received_at = conn.execute(_HEAD, (claim.queue_id, group)).fetchone()
+            if visible_at <= claim.now_ms:
+                heads.append((visible_at, received_at, head_id, group))
+        group = conn.execute(_NEXT_GROUP, (claim.queue_id, group)).fetchone()[0]
+    return [head[3] for head in sorted(heads)]
 
 
 def _take_groups(conn: sqlite3.Connection, claim: Claim, groups: list[str], visited: set[str], wanted: int,

@@ -135,10 +135,24 @@ def delete_received(conn: sqlite3.Connection, queue_id: int, receipts: Iterable[
 
 
 def delete_in_flight(conn: sqlite3.Connection, queue_id: int, row_id: int, token: int, now_ms: int) -> bool:
-    """Delete a message only while the receive that holds this token still has it in flight."""
-    return conn.execute(
-        "DELETE FROM messages WHERE id = ? AND receipt_token = ? AND queue_id = ? AND visible_at_ms > ?",
-        (row_id, token, queue_id, now_ms)).rowcount == 1
+    """Delete a message only while the receive that holds this token still has it in flight;
+    if it headed its group, the group's next message heads it from now on."""
+    row = conn.execute(
+        "DELETE FROM messages WHERE id = ? AND receipt_token = ? AND queue_id = ? AND visible_at_ms > ?"
+        " RETURNING group_id", (row_id, token, queue_id, now_ms)).fetchone()
+    if row is not None and row[0] is not None:
+        promote_group_head(conn, queue_id, row[0], row_id, now_ms)
+    return row is not None
+
+
+def promote_group_head(conn: sqlite3.Connection, queue_id: int, group_id: str, deleted_id: int, now_ms: int) -> None:
+    """A group whose head was deleted becomes available now, behind the groups already waiting
+    (FIFO serves groups in the order their heads became visible: see group_claims)."""
+    conn.execute(
+        "UPDATE messages SET visible_at_ms = :now, received_at_ms = :now WHERE id ="
+        " (SELECT min(id) FROM messages INDEXED BY messages_by_group WHERE queue_id = :queue AND group_id = :group)"
+        " AND id > :deleted AND visible_at_ms <= :now",
+        {"now": now_ms, "queue": queue_id, "group": group_id, "deleted": deleted_id})
 
 
 def visibility_state(conn: sqlite3.Connection, queue_id: int, row_id: int) -> tuple[int, int, int] | None:
@@ -188,6 +202,11 @@ def delete_expired(conn: sqlite3.Connection, queue_id: int, cutoff_ms: int) -> i
 def forget_expired_fifo_state(conn: sqlite3.Connection, now_ms: int) -> None:
     conn.execute("DELETE FROM deduplication WHERE expires_at_ms <= ?", (now_ms,))
     conn.execute("DELETE FROM receive_attempts WHERE expires_at_ms <= ?", (now_ms,))
+
+
+def forget_deduplication(conn: sqlite3.Connection, queue_id: int) -> None:
+    """A purge clears the queue's deduplication history (as SQS does)."""
+    conn.execute("DELETE FROM deduplication WHERE queue_id = ?", (queue_id,))
 
 
 def forget_queue(conn: sqlite3.Connection, queue_id: int) -> None:

@@ -25,7 +25,6 @@ from queueserver.storage.database import Database, Transaction
 log = logging.getLogger(__name__)
 
 CHUNK = 100  # messages per step when the task has no rate
-ACTIVE = ("RUNNING", "CANCELLING")
 _COLUMNS = ("handle, status, source_arn, destination_arn, rate, moved, to_move, failure_reason, started_at_ms, "
             "id, source_queue_id, last_row_id")
 
@@ -60,8 +59,9 @@ class Redriver:
 
         def start(tx: Transaction) -> int:
             conn = tx.conn
-            if conn.execute("SELECT 1 FROM move_tasks WHERE source_queue_id = ? AND status IN (?, ?)",
-                            (source.id, *ACTIVE)).fetchone():
+            # A CANCELLING task moves nothing more (its next step only records CANCELLED): not active.
+            if conn.execute("SELECT 1 FROM move_tasks WHERE source_queue_id = ? AND status = 'RUNNING'",
+                            (source.id,)).fetchone():
                 raise errors.InvalidParameterValue(
                     "There is already a task running. Only one active task is allowed for a source queue "
                     "arn at a given time.")
@@ -84,10 +84,12 @@ class Redriver:
         return [MoveTask(*row[:9]) for row in await self._db.run(select)]
 
     async def cancel(self, handle: str) -> int:
+        """Stop a running task; what it moved so far stays moved. From this answer on, a new task
+        may start for the same source."""
         def cancel(tx: Transaction) -> int:
             row = tx.conn.execute("SELECT status, moved FROM move_tasks WHERE handle = ?", (handle,)).fetchone()
             if row is None or row[0] != "RUNNING":
-                raise errors.ResourceNotFound("The task handle does not identify a running message move task.")
+                raise errors.ResourceNotFound("Task does not exist.")
             tx.conn.execute("UPDATE move_tasks SET status = 'CANCELLING' WHERE handle = ?", (handle,))
             return int(row[1])
 

@@ -244,7 +244,7 @@ class World:
             m.drop_handle()
             m.place = DELETED
         elif self.fifo:  # FIFO rejects a handle that no longer holds the message in flight
-            self.check(f"a stale handle for {m.message_id} gave {outcome}", outcome == "ReceiptHandleIsInvalid")
+            self.check(f"a stale handle for {m.message_id} gave {outcome}", outcome == "InvalidParameterValue")
         else:  # standard: accepted, deletes nothing
             self.check(f"a stale handle for {m.message_id} on a standard queue gave {outcome}", outcome == "ok")
 
@@ -262,12 +262,15 @@ class World:
         except ClientError as exc:
             outcome = exc.response["Error"]["Code"]
         self.log.append(f"change visibility of {m.message_id} in {m.place} to {timeout}: {outcome}")
-        if in_flight:
-            self.check(f"changing the visibility of in-flight {m.message_id} gave {outcome}", outcome == "ok")
+        # AWS (issue 14): the latest handle still changes a standard message whose visibility ended;
+        # a FIFO one it does not (the handle has expired).
+        if in_flight or not self.fifo:
+            self.check(f"changing the visibility of {m.message_id} (in flight: {in_flight}) gave {outcome}",
+                       outcome == "ok")
             m.visible_at = self.model.now + timeout * 1000
         else:
             self.check(f"changing the visibility of {m.message_id}, not in flight, gave {outcome}",
-                       outcome == "AWS.SimpleQueueService.MessageNotInflight")
+                       outcome == "InvalidParameterValue")
 
     def advance(self) -> None:
         seconds = self.rng.choice([1, 2, 5, 11, 11, 30])

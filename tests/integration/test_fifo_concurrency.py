@@ -93,31 +93,45 @@ def receiver(run: Run, client: Any, number: int, long_polls: bool, seed: int) ->
             if crash:
                 continue  # abandoned: each message comes back when its visibility ends
             failed_groups: set[str] = set()
-            for message, got in zip(messages, delivery.messages):
+            pairs = list(zip(messages, delivery.messages))
+            for n, (message, got) in enumerate(pairs):
+                if got.group in failed_groups:
+                    continue  # released with the message of its group that failed
                 time.sleep(rng.uniform(0, 0.004))  # the work, so that holds last a little
-                fail = got.group in failed_groups or (got.receive_count <= 3 and rng.random() < 0.08)
-                got.called_at = time.monotonic()
-                if fail:
-                    # A FIFO consumer that fails a message fails the rest of its group in this receive too.
+                if got.receive_count <= 3 and rng.random() < 0.08:
+                    # A FIFO consumer that fails a message fails the rest of its group in this receive too,
+                    # the last first: a group is available again as soon as its first message is visible
+                    # (AWS, issue 14), and the later ones must be visible by then.
                     failed_groups.add(got.group)
-                    got.outcome = "released"
-                    try:
-                        client.change_message_visibility(QueueUrl=run.url, ReceiptHandle=message["ReceiptHandle"],
-                                                         VisibilityTimeout=0)
-                    except ClientError as exc:  # its visibility ran out first: it is visible anyway
-                        got.outcome = "released-late:" + exc.response["Error"]["Code"]
+                    for later, later_got in reversed([p for p in pairs[n:] if p[1].group == got.group]):
+                        release(run, client, later, later_got)
                     continue
+                got.called_at = time.monotonic()
                 try:
                     client.delete_message(QueueUrl=run.url, ReceiptHandle=message["ReceiptHandle"])
-                except client.exceptions.ReceiptHandleIsInvalid:
+                except ClientError as exc:
+                    if exc.response["Error"]["Code"] != "InvalidParameterValue":
+                        raise
                     got.outcome = "expired-before-delete"  # it will be delivered again
                     failed_groups.add(got.group)
+                    for later, later_got in reversed([p for p in pairs[n + 1:] if p[1].group == got.group]):
+                        release(run, client, later, later_got)
                     continue
                 got.outcome = "deleted"
                 run.count_delete()
     except BaseException as exc:  # noqa: BLE001 - reported by the test thread
         run.errors.append(exc)
         run.done.set()
+
+
+def release(run: Run, client: Any, message: dict[str, Any], got: Got) -> None:
+    got.called_at = time.monotonic()
+    got.outcome = "released"
+    try:
+        client.change_message_visibility(QueueUrl=run.url, ReceiptHandle=message["ReceiptHandle"],
+                                         VisibilityTimeout=0)
+    except ClientError as exc:  # its visibility ran out first: it is visible anyway
+        got.outcome = "released-late:" + exc.response["Error"]["Code"]
 
 
 def run_receivers(make_client: Any, endpoint: str, run: Run, long_polling: list[bool], seed: int) -> list[threading.Thread]:

@@ -103,24 +103,26 @@ def test_a_changed_visibility_is_not_remembered_for_the_next_receive(sqs, queue_
     assert len(receive(sqs, queue_url)) == 1
 
 
-def test_change_message_visibility_on_a_message_whose_visibility_ended_fails_with_not_inflight(
+def test_change_message_visibility_with_the_latest_handle_after_its_visibility_ended_hides_it_again(
         sqs, queue_url, clock):
     msg = _one(sqs, queue_url, VisibilityTimeout=5)
     clock.advance(6)
-    with raises_modeled(sqs, "MessageNotInflight"):
-        sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=msg["ReceiptHandle"],
-                                      VisibilityTimeout=60)
     assert counts(sqs, queue_url) == Counts(1, 0, 0)
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=msg["ReceiptHandle"],
+                                  VisibilityTimeout=60)  # AWS: still the latest handle (issue 14)
+    assert counts(sqs, queue_url) == Counts(0, 1, 0)
+    assert receive(sqs, queue_url) == []
+    clock.advance(61)
+    assert [m["MessageId"] for m in receive(sqs, queue_url)] == [msg["MessageId"]]
 
 
-def test_change_message_visibility_after_making_it_visible_fails_with_not_inflight(
-        sqs, queue_url):
+def test_change_message_visibility_after_making_it_visible_hides_it_again(sqs, queue_url):
     msg = _one(sqs, queue_url)
     sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=msg["ReceiptHandle"],
                                   VisibilityTimeout=0)
-    with raises_modeled(sqs, "MessageNotInflight"):
-        sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=msg["ReceiptHandle"],
-                                      VisibilityTimeout=30)
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=msg["ReceiptHandle"],
+                                  VisibilityTimeout=30)
+    assert counts(sqs, queue_url) == Counts(0, 1, 0)
 
 
 def test_a_total_visibility_beyond_12_hours_from_the_receive_is_refused(sqs, queue_url, clock):
