@@ -66,6 +66,11 @@ class HttpRequest:
     query_string: str = ""  # raw, still percent-encoded
 
 
+def _is_json(request: HttpRequest) -> bool:
+    return (request.headers.get("x-amz-target", "").startswith("AmazonSQS.")
+            or request.headers.get("content-type", "").startswith("application/x-amz-json"))
+
+
 @dataclass(slots=True)
 class HttpResponse:
     status: int
@@ -96,8 +101,7 @@ class Dispatcher:
     async def handle(self, request: HttpRequest) -> HttpResponse:
         request_id = uuid4_string(self._random)
         target = request.headers.get("x-amz-target", "")
-        content_type = request.headers.get("content-type", "")
-        is_json = target.startswith("AmazonSQS.") or content_type.startswith("application/x-amz-json")
+        is_json = _is_json(request)
         response = await (self._json(request, request_id, target) if is_json else self._query(request, request_id))
         # The answer is built while the disk syncs; it goes out only once what it reports is durable.
         try:
@@ -105,6 +109,12 @@ class Dispatcher:
         except errors.SQSError as error:
             return self._response(request_id, error) if is_json else self._query_response(request_id, error)
         return response
+
+    def refuse(self, request: HttpRequest, error: errors.SQSError) -> HttpResponse:
+        """An error answered before the request is read (its body too large, its origin refused)."""
+        log.info("request refused: %s", error.message)
+        request_id = uuid4_string(self._random)
+        return self._response(request_id, error) if _is_json(request) else self._query_response(request_id, error)
 
     async def _json(self, request: HttpRequest, request_id: str, target: str) -> HttpResponse:
         try:

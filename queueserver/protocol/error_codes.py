@@ -53,6 +53,7 @@ ERROR_CODES: dict[type[errors.SQSError], WireError] = {
     errors.MissingAction: WireError("MissingAction", "MissingAction", 400),
     errors.SerializationError: WireError("SerializationException", "MalformedInput", 400),
     errors.AccessDenied: WireError("AccessDeniedException", "AccessDenied", 400),
+    errors.RequestTooLarge: WireError("RequestEntityTooLarge", "RequestEntityTooLarge", 413),
     errors.ServiceUnavailable: WireError("ServiceUnavailable", "ServiceUnavailable", 503, sender_fault=False),
     errors.InternalError: WireError("InternalError", "InternalError", 500, sender_fault=False),
 }
