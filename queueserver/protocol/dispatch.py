@@ -52,7 +52,7 @@ ACTIONS: dict[str, Handler] = {
 }
 
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/,\s]+)/")
-_QUEUE_PATH = re.compile(r"^/([^/]+)/([^/]+)/?$")
+_QUEUE_PATH = re.compile(r"/([^/]+)/([^/]+)/?")
 
 
 @dataclass(slots=True)
@@ -161,7 +161,7 @@ class Dispatcher:
         """A request POSTed to a queue URL names that queue when its body does not."""
         if "QueueUrl" in params:
             return
-        match = _QUEUE_PATH.match(request.path)
+        match = _QUEUE_PATH.fullmatch(request.path)
         if match:
             host = request.headers.get("host") or request.default_host
             params["QueueUrl"] = f"{request.scheme}://{host}/{unquote(match.group(1))}/{unquote(match.group(2))}"
