@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from queueserver import errors
 
@@ -89,7 +88,12 @@ def entries(params: dict[str, Any], entry_name: str) -> list[dict[str, Any]]:
 
 def queue_name_from_url(url: str, account: str) -> str:
     """The queue a QueueUrl names; a URL of another account names no queue of ours."""
-    path = urlsplit(url).path if "://" in url else url
+    # not urlsplit, which silently drops "\t\r\n" and so would find `victim` for `victim\n`
+    path = url
+    if "://" in url:
+        after_scheme = url.partition("://")[2]
+        path = after_scheme[after_scheme.find("/"):] if "/" in after_scheme else ""
+    path = path.partition("?")[0].partition("#")[0]
     parts = [p for p in path.split("/") if p]
     if not parts:
         raise errors.QueueDoesNotExist()
