@@ -121,25 +121,30 @@ def query_requests(draw: st.DrawFn, urls: list[str]) -> bytes:
 
 def test_fuzzed_json_requests_never_get_a_5xx(fuzzed):
     server, urls = fuzzed
+    examples = []
 
     @_SETTINGS
     @given(json_requests(urls))
     def run(request: tuple[str, bytes]) -> None:
+        examples.append(1)
         action, body = request
         target = f"AmazonSQS.{action}".encode("utf-8", "surrogatepass").decode("latin-1", "replace")
         target = target.encode("latin-1", "replace").decode("latin-1").replace("\r", " ").replace("\n", " ")
         _assert_answered(raw_request(server.endpoint, body, target=target, sign=False))
 
     run()
+    assert len(examples) >= FUZZ_EXAMPLES
     assert raw_json_call(server.endpoint, "ListQueues", {}, sign=False).status == 200
 
 
 def test_fuzzed_query_requests_never_get_a_5xx(fuzzed):
     server, urls = fuzzed
+    examples = []
 
     @_SETTINGS
     @given(query_requests(urls), st.sampled_from(["POST", "GET"]))
     def run(body: bytes, method: str) -> None:
+        examples.append(1)
         if method == "GET":
             path = "/?" + quote(body, safe="=&%+")  # a URL carries no raw control bytes
             response = raw_request(server.endpoint, b"", method="GET", path=path, sign=False,
@@ -150,4 +155,5 @@ def test_fuzzed_query_requests_never_get_a_5xx(fuzzed):
         _assert_answered(response)
 
     run()
+    assert len(examples) >= FUZZ_EXAMPLES
     assert raw_json_call(server.endpoint, "ListQueues", {}, sign=False).status == 200
