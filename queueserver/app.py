@@ -16,9 +16,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from queueserver import errors
+from queueserver.browser_guard import BrowserGuard
 from queueserver.clock import ManualClock
 from queueserver.config import ServerConfig
-from queueserver.protocol import Dispatcher, HttpRequest
+from queueserver.protocol import Dispatcher, HttpRequest, HttpResponse
 from queueserver.storage import QueueEngine
 
 CLOCK_PATH = "/_queueserver/clock"
@@ -28,33 +30,71 @@ ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Cal
                    Awaitable[None]]
 
 
+async def _read_body(headers: dict[str, str], receive: Any, limit: int) -> bytes | None:
+    """The request body, refused (RequestTooLarge) by its Content-Length before any of it is
+    read, or as soon as a chunked body grows past LIMIT; None if the client disconnected."""
+    declared = headers.get("content-length", "")
+    if declared and (not declared.isdigit() or len(declared) > 18 or int(declared) > limit):
+        raise errors.RequestTooLarge(f"The request body must not be longer than {limit} bytes.")
+    chunks = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise errors.RequestTooLarge(f"The request body must not be longer than {limit} bytes.")
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _send(send: Any, response: HttpResponse) -> None:
+    headers = [(b"content-length", str(len(response.body)).encode())]
+    headers += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.headers.items()]
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    await send({"type": "http.response.body", "body": response.body})
+
+
 def create_app(config: ServerConfig, engine: QueueEngine) -> ASGIApp:
     dispatcher = Dispatcher(engine, config.region, config.account_id)
+    guard = BrowserGuard(config.allowed_origins, config.allowed_hosts)
     default_host = f"{config.host}:{config.port}"
 
     async def sqs(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
         http_request = HttpRequest(
             method=scope["method"],
             path=scope["path"],
             headers={name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]},
-            body=b"".join(chunks),
+            body=b"",
             scheme=scope.get("scheme", "http"),
             default_host=default_host,
             query_string=scope.get("query_string", b"").decode("latin-1"),
         )
+        reason = guard.refusal(http_request.headers)
+        if reason is not None:
+            await _send(send, dispatcher.refuse(http_request, errors.AccessDenied(reason)))
+            return
+        cors = guard.cors_headers(http_request.headers)
+        if http_request.method == "OPTIONS" and cors and "access-control-request-method" in http_request.headers:
+            await _send(send, HttpResponse(200, guard.preflight_headers(http_request.headers), b""))
+            return
+        try:
+            body = await _read_body(http_request.headers, receive, config.max_body_bytes)
+        except errors.RequestTooLarge as error:
+            response = dispatcher.refuse(http_request, error)
+            response.headers["connection"] = "close"  # the rest of the body is not worth reading
+            await _send(send, response)
+            return
+        if body is None:  # the client went away
+            return
+        http_request.body = body
         response = await dispatcher.handle(http_request)
-        headers = [(b"content-length", str(len(response.body)).encode())]
-        headers += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.headers.items()]
-        await send({"type": "http.response.start", "status": response.status, "headers": headers})
-        await send({"type": "http.response.body", "body": response.body})
+        if cors:
+            response.headers.update(cors)
+        await _send(send, response)
 
     async def clock(request: Request) -> Response:
         """Move the manual clock (only with --test-clock): POST {"advance_seconds": S}."""
@@ -76,6 +116,20 @@ def create_app(config: ServerConfig, engine: QueueEngine) -> ASGIApp:
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"] != CLOCK_PATH:
             await sqs(scope, receive, send)
+        elif scope["type"] == "http":  # the test clock: no web page may move it, and its body is small
+            headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+            try:
+                body = None if guard.refusal(headers) else await _read_body(headers, receive, 1024)
+            except errors.RequestTooLarge:
+                body = None
+            if body is None:
+                await _send(send, HttpResponse(403, {"connection": "close"}, b"refused"))
+                return
+
+            async def replay() -> dict[str, Any]:
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            await extras(scope, replay, send)
         else:
             await extras(scope, receive, send)
 

@@ -28,6 +28,27 @@ def _parser() -> argparse.ArgumentParser:
                        help="in-flight messages a standard queue allows before OverLimit")
     serve.add_argument("--fifo-in-flight-limit", type=int, default=defaults.fifo_in_flight_limit,
                        help="in-flight messages at which a FIFO queue stops delivering")
+    limits = serve.add_argument_group("limits on what one client may hold (README, Limits)")
+    limits.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes,
+                        help="larger request bodies get 413, refused before they are read")
+    limits.add_argument("--max-header-bytes", type=int, default=defaults.max_header_bytes,
+                        help="the request line and headers together; more gets 431")
+    limits.add_argument("--max-headers", type=int, default=defaults.max_headers, help="more headers get 431")
+    limits.add_argument("--header-timeout", type=float, default=defaults.header_timeout,
+                        help="seconds a connection has to send a request's headers before it is closed")
+    limits.add_argument("--body-timeout", type=float, default=defaults.body_timeout,
+                        help="seconds a request has to send its body before its connection is closed")
+    limits.add_argument("--keep-alive-timeout", type=float, default=defaults.keep_alive_timeout,
+                        help="seconds an idle connection is kept open between requests")
+    limits.add_argument("--max-connections", type=int, default=defaults.max_connections,
+                        help="connections beyond it are answered 503 and closed at once")
+    browsers = serve.add_argument_group("browsers and host names (README, Browsers)")
+    browsers.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                          help="a web origin (https://app.example.com, or *) whose browser requests are served, "
+                               "with CORS; repeat or separate with commas. Others are refused")
+    browsers.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                          help="a Host name requests may carry (against DNS rebinding); repeat or separate with "
+                               "commas. Without it any Host is served")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     backup = commands.add_parser("backup", help="copy the database safely, also while the server runs")
     backup.add_argument("destination", help="the file to write")
@@ -38,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add_worker_arguments(commands.add_parser("worker", help="consume a queue with a Python handler"))
     return parser
+
+
+def _split(values: list[str]) -> tuple[str, ...]:
+    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +81,12 @@ def main(argv: list[str] | None = None) -> int:
             run(ServerConfig(db_path=args.db, host=args.host, port=args.port, region=args.region,
                              account_id=args.account_id, test_clock=args.test_clock,
                              enforce_cooldowns=args.enforce_cooldowns, in_flight_limit=args.in_flight_limit,
-                             fifo_in_flight_limit=args.fifo_in_flight_limit))
+                             fifo_in_flight_limit=args.fifo_in_flight_limit,
+                             max_body_bytes=args.max_body_bytes, max_header_bytes=args.max_header_bytes,
+                             max_headers=args.max_headers, header_timeout=args.header_timeout,
+                             body_timeout=args.body_timeout, keep_alive_timeout=args.keep_alive_timeout,
+                             max_connections=args.max_connections,
+                             allowed_origins=_split(args.allow_origin), allowed_hosts=_split(args.allow_host)))
         except StartupError as exc:
             print(f"queueserver: {exc}", file=sys.stderr)
             return 2

@@ -18,3 +18,16 @@ class ServerConfig:
     # SQS's in-flight quotas; settings so that tests can reach them with a few messages.
     in_flight_limit: int = 120_000
     fifo_in_flight_limit: int = 120_000
+    # What one client may hold (README, "Limits"). The body allows SQS's 1 MiB payload in its
+    # widest encoding (3 bytes a byte, percent-encoded or \u-escaped) plus the envelope.
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_header_bytes: int = 16 * 1024  # the request line and all headers
+    max_headers: int = 100
+    header_timeout: float = 10.0  # from the first byte of a request (or the connect) to its last header
+    body_timeout: float = 30.0
+    keep_alive_timeout: float = 5.0
+    max_connections: int = 1000
+    # Browser safety (README, "Browsers"): origins whose requests are served, with CORS;
+    # Host names served (empty: any).
+    allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()

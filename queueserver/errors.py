@@ -113,6 +113,10 @@ class AccessDenied(SQSError):
     pass
 
 
+class RequestTooLarge(SQSError):
+    """The request body is over the server's limit; it is not read further."""
+
+
 class ServiceUnavailable(SQSError):
     pass
 

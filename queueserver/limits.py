@@ -18,6 +18,8 @@ MAX_TAG_KEY_LENGTH = 128
 MAX_TAG_VALUE_LENGTH = 256
 MAX_TAGS = 50
 MAX_POLICY_ACTIONS = 7
+MAX_POLICY_BYTES = 8_192  # SQS's policy quota; also caps RedrivePolicy and RedriveAllowPolicy
+MAX_ATTRIBUTE_VALUE_LENGTH = 2_048  # stated here (KMS's KeyId maximum), for the other free-text attributes
 MAX_LIST_RESULTS = 1_000
 COOLDOWN_MS = 60_000  # QueueDeletedRecently and PurgeQueueInProgress
 

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import sys
 from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from queueserver.app import create_app
 from queueserver.clock import Clock, ManualClock, SystemClock
 from queueserver.config import ServerConfig
+from queueserver.http_guard import GuardedHttpProtocol, RefusalLog
 from queueserver.storage import QueueEngine
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class _OneWriteTransport:
         return getattr(self._transport, name)
 
 
-class _HttpProtocol(HttpToolsProtocol):
+class _HttpProtocol(GuardedHttpProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_OneWriteTransport(transport, self.loop))  # type: ignore[arg-type]
 
@@ -100,7 +101,8 @@ async def serve(config: ServerConfig) -> None:
         gc.set_threshold(10_000, 20, 20)
         uvicorn_config = uvicorn.Config(
             app, host=config.host, port=config.port, access_log=False, log_level="warning",
-            http=_HttpProtocol, loop="none", lifespan="off", timeout_graceful_shutdown=30,
+            http=functools.partial(_HttpProtocol, limits=config, refusals=RefusalLog()), loop="none",
+            lifespan="off", timeout_graceful_shutdown=30, timeout_keep_alive=config.keep_alive_timeout,
         )
         await _Server(uvicorn_config, engine, config.host).serve()
     finally:

@@ -53,7 +53,7 @@ ACTIONS: dict[str, Handler] = {
 
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/,\s]+)/")
 # A queue URL's path: `/<account>/<name>`, or `/queue/<region>/<account>/<name>` outside the home region.
-_QUEUE_PATH = re.compile(r"^(?:/queue/[^/]+)?/[^/]+/[^/]+/?$")
+_QUEUE_PATH = re.compile(r"(?:/queue/[^/]+)?/[^/]+/[^/]+/?")  # used with fullmatch: `$` would let "\n" through
 # The actions that act on one queue (they take a QueueUrl): the only ones a queue URL accepts.
 _QUEUE_SCOPED = frozenset({
     "GetQueueAttributes", "SetQueueAttributes", "DeleteQueue", "PurgeQueue", "TagQueue", "UntagQueue",
@@ -72,6 +72,11 @@ class HttpRequest:
     scheme: str
     default_host: str
     query_string: str = ""  # raw, still percent-encoded
+
+
+def _is_json(request: HttpRequest) -> bool:
+    return (request.headers.get("x-amz-target", "").startswith("AmazonSQS.")
+            or request.headers.get("content-type", "").startswith("application/x-amz-json"))
 
 
 @dataclass(slots=True)
@@ -105,8 +110,7 @@ class Dispatcher:
     async def handle(self, request: HttpRequest) -> HttpResponse:
         request_id = uuid4_string(self._random)
         target = request.headers.get("x-amz-target", "")
-        content_type = request.headers.get("content-type", "")
-        is_json = target.startswith("AmazonSQS.") or content_type.startswith("application/x-amz-json")
+        is_json = _is_json(request)
         response = await (self._json(request, request_id, target) if is_json else self._query(request, request_id))
         # The answer is built while the disk syncs; it goes out only once what it reports is durable.
         try:
@@ -114,6 +118,12 @@ class Dispatcher:
         except errors.SQSError as error:
             return self._response(request_id, error) if is_json else self._query_response(request_id, error)
         return response
+
+    def refuse(self, request: HttpRequest, error: errors.SQSError) -> HttpResponse:
+        """An error answered before the request is read (its body too large, its origin refused)."""
+        log.info("request refused: %s", error.message)
+        request_id = uuid4_string(self._random)
+        return self._response(request_id, error) if _is_json(request) else self._query_response(request_id, error)
 
     async def _json(self, request: HttpRequest, request_id: str, target: str) -> HttpResponse:
         try:
@@ -142,7 +152,7 @@ class Dispatcher:
             fields = query_wire.request_fields(request.query_string, request.body,
                                                request.headers.get("content-type", ""))
             action = fields.get("Action", "")
-            on_queue_url = _QUEUE_PATH.match(request.path) is not None
+            on_queue_url = _QUEUE_PATH.fullmatch(request.path) is not None
             if not action:
                 if on_queue_url and request.method == "GET":
                     raise errors.UnknownOperation("")
@@ -167,7 +177,7 @@ class Dispatcher:
 
     def _queue_url_from_path(self, request: HttpRequest, params: dict[str, Any]) -> None:
         """A request POSTed to a queue URL names that queue when its body does not."""
-        if "QueueUrl" in params or not _QUEUE_PATH.match(request.path):
+        if "QueueUrl" in params or not _QUEUE_PATH.fullmatch(request.path):
             return
         host = request.headers.get("host") or request.default_host
         params["QueueUrl"] = f"{request.scheme}://{host}{unquote(request.path.rstrip('/'))}"

@@ -72,6 +72,7 @@ ERROR_CODES: dict[type[errors.SQSError], WireError] = {
         "UnknownOperationException", "UnknownOperationException", 404, modeled=False),
     errors.SerializationError: WireError("SerializationException", "MalformedInput", 400, modeled=False),
     errors.AccessDenied: WireError("AccessDeniedException", "AccessDenied", 400, modeled=False),
+    errors.RequestTooLarge: WireError("RequestEntityTooLarge", "RequestEntityTooLarge", 413, modeled=False),
     errors.ServiceUnavailable: WireError("ServiceUnavailable", "ServiceUnavailable", 503, sender_fault=False),
     errors.InternalError: WireError("InternalError", "InternalError", 500, sender_fault=False),
 }

@@ -18,8 +18,10 @@ def decode(body: bytes) -> dict[str, Any]:
         return {}
     try:
         parsed = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError):  # also an integer of more than 4,300 digits
         raise errors.SerializationError("The request body is not valid JSON.") from None
+    except RecursionError:
+        raise errors.SerializationError("The request body is nested too deeply.") from None
     if not isinstance(parsed, dict):
         raise errors.SerializationError("The request body must be a JSON object.")
     return parsed
@@ -42,5 +44,7 @@ def encode(result: dict[str, Any]) -> bytes:
 
 def encode_error(error: errors.SQSError, wire: WireError) -> tuple[dict[str, str], bytes]:
     headers = {"x-amzn-query-error": f"{wire.query_code};{wire.fault}"}
-    body = {"__type": wire.json_type, "message": error.message}
+    # a message may quote the client's value; a lone surrogate in it would make the answer invalid UTF-8
+    message = error.message.encode("utf-8", "replace").decode("utf-8")
+    body = {"__type": wire.json_type, "message": message}
     return headers, encode(body)

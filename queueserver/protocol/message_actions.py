@@ -14,8 +14,8 @@ from queueserver.protocol.params import RequestContext
 from queueserver.protocol.queue_actions import resolve_queue
 from queueserver.storage import QueueEngine
 
-_BATCH_ID = re.compile(rf"^[A-Za-z0-9_-]{{1,{limits.MAX_BATCH_ENTRY_ID_LENGTH}}}$")
-_PRINTABLE_ID = re.compile(r"^[!-~]{1,128}$")
+_BATCH_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{limits.MAX_BATCH_ENTRY_ID_LENGTH}}}")  # fullmatch: "$" lets "\n" by
+_PRINTABLE_ID = re.compile(r"[!-~]{1,128}")
 _BODY_ALONE = frozenset({"MessageBody", "Id", "QueueUrl"})  # a batch entry's or a SendMessage's keys
 _DELAY_REASON = "DelaySeconds must be >= 0 and <= 900."
 _NO_DEDUPLICATION_ID = ("The queue should either have ContentBasedDeduplication enabled or "
@@ -88,7 +88,7 @@ def _check_size(queue: Queue, size: int) -> None:
 
 def _printable_id(entry: dict[str, Any], name: str) -> str | None:
     value = params.string(entry, name)
-    if value is not None and not _PRINTABLE_ID.match(value):
+    if value is not None and not _PRINTABLE_ID.fullmatch(value):
         raise errors.invalid_value(name, value, f"{name} can only include alphanumeric and punctuation "
                                                 "characters. 1 to 128 in length.")
     return value
@@ -278,7 +278,7 @@ def _batch_entries(p: dict[str, Any], entry_name: str) -> list[dict[str, Any]]:
     seen: set[str] = set()
     for entry in entries:
         entry_id = entry.get("Id")
-        if not isinstance(entry_id, str) or not _BATCH_ID.match(entry_id):
+        if not isinstance(entry_id, str) or not _BATCH_ID.fullmatch(entry_id):
             raise errors.InvalidBatchEntryId(
                 "A batch entry id can only contain alphanumeric characters, hyphens and underscores. "
                 "It can be at most 80 letters long."

@@ -7,15 +7,15 @@ import binascii
 import hashlib
 import re
 import struct
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from queueserver import errors, limits
 
 # XML 1.0's character set: everything else is InvalidMessageContents.
 _INVALID_CHARACTER = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
-_DATA_TYPE = re.compile(r"^(String|Number|Binary)(\..+)?$")
+_ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")  # fullmatch: "$" lets "\n" by
+_DATA_TYPE = re.compile(r"(String|Number|Binary)(\..+)?")
 _ALLOWED_SET = "#x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF"
 
 
@@ -86,7 +86,7 @@ def _check_attribute_name(name: Any) -> None:
         reason = f"Message attribute name '{name}' must be at most {limits.MAX_ATTRIBUTE_NAME_LENGTH} characters."
     elif lowered.startswith("aws.") or lowered.startswith("amazon."):
         reason = f"You can't use message attribute names beginning with 'AWS.' or 'Amazon.'. These strings are reserved for internal use. Invalid name: {name}"
-    elif not _ATTRIBUTE_NAME.match(name) or name.startswith(".") or name.endswith(".") or ".." in name:
+    elif not _ATTRIBUTE_NAME.fullmatch(name) or name.startswith(".") or name.endswith(".") or ".." in name:
         reason = (f"Message attribute name '{name}' is invalid. Names can contain only alphanumeric "
                   "characters, hyphens, underscores and periods, may not start or end with a period, "
                   "and may not contain two periods in a row.")
@@ -101,7 +101,8 @@ def _check_attribute_value(name: str, value: Any) -> int:
     data_type = value.get("DataType")
     if not data_type:
         raise errors.InvalidParameterValue(f"The message attribute '{name}' must contain non-empty message attribute type.")
-    if not isinstance(data_type, str) or not _DATA_TYPE.match(data_type) or len(data_type) > limits.MAX_ATTRIBUTE_TYPE_LENGTH:
+    if (not isinstance(data_type, str) or not _DATA_TYPE.fullmatch(data_type)
+            or len(data_type) > limits.MAX_ATTRIBUTE_TYPE_LENGTH or first_invalid_character(data_type) is not None):
         raise errors.InvalidParameterValue(
             f"The message attribute '{name}' has an invalid message attribute type, the set of supported "
             "type prefixes is Binary, Number, and String."
@@ -140,12 +141,11 @@ def _check_number(name: str, text: str) -> None:
     try:
         number = Decimal(text.strip())
         valid = number.is_finite()
-    except InvalidOperation:
+        if valid and number != 0:
+            exponent = number.adjusted()  # before normalize(), which overflows on 1e999999999999
+            valid = -128 <= exponent <= 126 and len(number.normalize().as_tuple().digits) <= 38
+    except ArithmeticError:  # InvalidOperation, Overflow
         valid = False
-    if valid and number != 0:
-        digits = len(number.normalize().as_tuple().digits)
-        exponent = number.adjusted()
-        valid = digits <= 38 and -128 <= exponent <= 126
     if not valid:
         raise errors.InvalidParameterValue(
             f"Can't cast the value of message (user) attribute '{name}' to a number."

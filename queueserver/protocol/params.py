@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from queueserver import errors
 
@@ -101,7 +100,12 @@ def queue_location(url: str, ctx: RequestContext) -> tuple[str, str]:
     `.../queue/<region>/<account>/<name>` is a queue of that region, `.../<account>/<name>` one of the
     server's own region, and a bare name (no account) one of the request's region.
     """
-    path = urlsplit(url).path if "://" in url else url
+    # not urlsplit, which silently drops "\t\r\n" and so would find `victim` for `victim\n`
+    path = url
+    if "://" in url:
+        after_scheme = url.partition("://")[2]
+        path = after_scheme[after_scheme.find("/"):] if "/" in after_scheme else ""
+    path = path.partition("?")[0].partition("#")[0]
     parts = [p for p in path.split("/") if p]
     if not parts:
         raise errors.QueueDoesNotExist()

@@ -98,7 +98,20 @@ def decode(fields: dict[str, str], action: str) -> dict[str, Any]:
     return params
 
 
+# No SQS parameter name has more parts (`SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.StringListValue.1`
+# has 7) nor an index of more digits; past these a name is malformed, not merely unknown.
+MAX_NAME_PARTS = 12
+MAX_INDEX_DIGITS = 9
+
+
 def _structure(fields: dict[str, str]) -> dict[str, Any]:
+    for name in fields:
+        if name.count(".") >= MAX_NAME_PARTS:
+            raise errors.SerializationError(f"The parameter name {name[:64]}... has too many parts.")
+    return _members_of(fields)
+
+
+def _members_of(fields: dict[str, str]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     # head -> index -> {rest of the name after `Head.N.`: value}
     groups: dict[str, dict[int, dict[str, str]]] = {}
@@ -107,6 +120,8 @@ def _structure(fields: dict[str, str]) -> dict[str, Any]:
         if head in _LISTS or head in _ENTRIES or head in _MAPS:
             index, _, tail = rest.partition(".")
             if dot and index.isascii() and index.isdigit():
+                if len(index) > MAX_INDEX_DIGITS:
+                    raise errors.SerializationError(f"The index in the parameter {name[:64]} is too large.")
                 groups.setdefault(head, {}).setdefault(int(index), {})[tail] = value
                 continue
             if (dot and head in _MAPS) or (not dot and head in _LIST_ITEMS_SENT):
@@ -122,7 +137,7 @@ def _structure(fields: dict[str, str]) -> dict[str, Any]:
         if head in _LISTS:
             result[_LISTS[head]] = [item[""] for item in ordered if "" in item]
         elif head in _ENTRIES:
-            result["Entries"] = [_structure(item) for item in ordered]
+            result["Entries"] = [_members_of(item) for item in ordered]
         else:
             shape = _MAPS[head]
             mapping = result.setdefault(shape.member, {})
@@ -137,7 +152,7 @@ def _map_value(item: dict[str, str], shape: _Map) -> Any:
     if not shape.structured:
         return item.get(shape.value, "")
     prefix = shape.value + "."
-    return _structure({name[len(prefix):]: value for name, value in item.items() if name.startswith(prefix)})
+    return _members_of({name[len(prefix):]: value for name, value in item.items() if name.startswith(prefix)})
 
 
 # -- encode ----------------------------------------------------------------------

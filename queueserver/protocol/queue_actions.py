@@ -11,11 +11,13 @@ from typing import Any
 from queueserver import errors, limits
 from queueserver.models import Queue
 from queueserver.protocol import params, queue_attributes, redrive_policy
+from queueserver.protocol.messages import first_invalid_character
 from queueserver.protocol.params import RequestContext
 from queueserver.storage import QueueEngine
 
-_STANDARD_NAME = re.compile(rf"^[A-Za-z0-9_-]{{1,{limits.MAX_QUEUE_NAME_LENGTH}}}$")
-_FIFO_NAME = re.compile(rf"^[A-Za-z0-9_-]{{1,{limits.MAX_QUEUE_NAME_LENGTH - len('.fifo')}}}\.fifo$")
+_STANDARD_NAME = re.compile(rf"[A-Za-z0-9_-]{{1,{limits.MAX_QUEUE_NAME_LENGTH}}}")  # fullmatch: no "$", which lets "\n" by
+_FIFO_NAME = re.compile(rf"[A-Za-z0-9_-]{{1,{limits.MAX_QUEUE_NAME_LENGTH - len('.fifo')}}}\.fifo")
+_ACCOUNT_ID = re.compile(r"[0-9]{12}")
 _PERMISSION_ACTIONS = {
     "*", "ChangeMessageVisibility", "DeleteMessage", "GetQueueAttributes", "GetQueueUrl",
     "ListDeadLetterSourceQueues", "PurgeQueue", "ReceiveMessage", "SendMessage",
@@ -35,12 +37,12 @@ async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, An
     assert name is not None
     requested = params.string_map(p, "Attributes")
     fifo = requested.get("FifoQueue", "false").strip().lower() == "true"
-    if fifo and not _FIFO_NAME.match(name):
+    if fifo and not _FIFO_NAME.fullmatch(name):
         raise errors.InvalidParameterValue(
             "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, "
             "must end with .fifo suffix and be 1 to 80 in length."
         )
-    if not fifo and not _STANDARD_NAME.match(name):
+    if not fifo and not _STANDARD_NAME.fullmatch(name):
         raise errors.InvalidParameterValue(
             "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
         )
@@ -160,6 +162,8 @@ def _check_tags(tags: dict[str, str]) -> None:
             raise errors.InvalidParameterValue("Tag keys must not start with the reserved prefix aws:.")
         if len(value) > limits.MAX_TAG_VALUE_LENGTH:
             raise errors.InvalidParameterValue("Tag values must be less than 256 characters in length.")
+        if first_invalid_character(key) is not None or first_invalid_character(value) is not None:
+            raise errors.InvalidParameterValue("Tag keys and values may contain only XML 1.0 characters.")
 
 
 async def tag_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
@@ -204,6 +208,12 @@ async def add_permission(engine: QueueEngine, ctx: RequestContext, p: dict[str, 
         raise errors.MissingParameter("The request must contain the parameter AWSAccountIds.")
     if not actions:
         raise errors.MissingParameter("The request must contain the parameter Actions.")
+    if not _STANDARD_NAME.fullmatch(label):
+        raise errors.invalid_value("Label", label, "Can only include alphanumeric characters, hyphens, or "
+                                                   "underscores. 1 to 80 in length.")
+    for account in accounts:
+        if not _ACCOUNT_ID.fullmatch(account):
+            raise errors.invalid_value("PrincipalId", f"[{account}]", "Unable to verify.")
     if len(actions) > limits.MAX_POLICY_ACTIONS:
         raise errors.OverLimit(f"{len(actions)} Actions were found, maximum allowed is {limits.MAX_POLICY_ACTIONS}.")
     for action in actions:
@@ -223,7 +233,10 @@ async def add_permission(engine: QueueEngine, ctx: RequestContext, p: dict[str, 
         if any(s.get("Sid") == label for s in policy["Statement"]):
             raise errors.invalid_value("Label", label, "Already exists.")
         policy["Statement"].append(statement)
-        return {**attributes, "Policy": json.dumps(policy, separators=(",", ":"))}, tags
+        text = json.dumps(policy, separators=(",", ":"))
+        if len(text.encode()) > limits.MAX_POLICY_BYTES:
+            raise errors.OverLimit(f"The queue's policy would be longer than {limits.MAX_POLICY_BYTES} bytes.")
+        return {**attributes, "Policy": text}, tags
 
     await engine.update_queue(queue, change)
     return {}

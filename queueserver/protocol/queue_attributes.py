@@ -6,6 +6,7 @@ import json
 from typing import Callable
 
 from queueserver import errors, limits
+from queueserver.protocol.messages import first_invalid_character
 
 # Attributes a client may set, with the check that normalises each value.
 Checker = Callable[[str, str], str]
@@ -54,6 +55,20 @@ def _json_object(name: str, value: str) -> str:
 
 def _any_string(name: str, value: str) -> str:
     return value
+
+
+def _check_text(name: str, value: str) -> None:
+    """Nothing is stored that an answer could not carry back, nor more than a stated size."""
+    cap = limits.MAX_POLICY_BYTES if name in _JSON_DOCUMENTS else limits.MAX_ATTRIBUTE_VALUE_LENGTH
+    if len(value) > cap or (name in _JSON_DOCUMENTS and len(value.encode("utf-8", "replace")) > cap):
+        raise errors.InvalidAttributeValue(f"Invalid value for the parameter {name}. Reason: "
+                                           f"longer than {cap} {'bytes' if name in _JSON_DOCUMENTS else 'characters'}.")
+    if first_invalid_character(value) is not None:
+        raise errors.InvalidAttributeValue(f"Invalid value for the parameter {name}. Reason: "
+                                           "only XML 1.0 characters are allowed.")
+
+
+_JSON_DOCUMENTS = frozenset({"Policy", "RedrivePolicy", "RedriveAllowPolicy"})
 
 
 def _bad(name: str) -> errors.InvalidAttributeValue:
@@ -113,6 +128,7 @@ def check(attributes: dict[str, str], *, fifo: bool, creating: bool) -> dict[str
     for name, value in attributes.items():
         if not isinstance(value, str):
             raise _bad(name)
+        _check_text(name, value)
         if name == "FifoQueue":
             checked[name] = _check_fifo_queue(value, fifo=fifo)
             continue

@@ -37,7 +37,7 @@ import time
 from typing import Any, Callable, TypeVar
 
 from queueserver import errors
-from queueserver.storage.sqlite_file import connect, describe
+from queueserver.storage.sqlite_file import connect, describe, lock_file
 
 log = logging.getLogger(__name__)
 
@@ -353,6 +353,9 @@ class Database:
         if old_fd is not None:
             os.close(old_fd)
         self._identity = _identity(self._path)
+        if self._lock is not None:  # the old lock is on the deleted file; a second server would find this one free
+            old_lock, self._lock = self._lock, lock_file(self._path)
+            old_lock.close()
         log.warning("the database file %s is restored", self._path)
 
 

@@ -73,6 +73,7 @@ class QueueEngine:
                    fifo_in_flight_limit: int = IN_FLIGHT_LIMIT,
                    sync_log: Callable[[int], None] = os.fdatasync) -> "QueueEngine":
         loop = asyncio.get_running_loop()
+        path = os.path.realpath(path)  # SQLite keeps a symlinked file's -wal beside the target; so must we
         conn, lock = await loop.run_in_executor(None, open_file, path, migrate)
         db = Database(conn, path, lock, sync_log=sync_log)
 

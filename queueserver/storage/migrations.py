@@ -15,7 +15,7 @@ from queueserver.storage.sqlite_file import StartupError
 
 log = logging.getLogger(__name__)
 
-_FILE_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+_FILE_NAME = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
 
 
 class SchemaTooNew(StartupError):
@@ -26,7 +26,7 @@ def available_migrations() -> list[tuple[int, str, str]]:
     """(version, file name, SQL) for every migration shipped, in order."""
     found = []
     for entry in resources.files("queueserver.migrations").iterdir():
-        match = _FILE_NAME.match(entry.name)
+        match = _FILE_NAME.fullmatch(entry.name)
         if match:
             found.append((int(match.group(1)), entry.name, entry.read_text(encoding="utf-8")))
     found.sort()

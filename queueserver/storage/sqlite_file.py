@@ -3,6 +3,7 @@ failures in words an operator can act on."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import sqlite3
@@ -45,24 +46,17 @@ _ADVICE = {
 def open_file(path: str, prepare: Callable[[sqlite3.Connection], object]) -> tuple[sqlite3.Connection, Any]:
     """Lock, open and prepare (migrate) the database, or raise StartupError saying what to do.
 
-    An advisory lock on PATH.lock keeps a second queueserver off the same file: two
-    servers would each believe they are the only writer.
+    An exclusive flock on the database file itself keeps a second queueserver off it by
+    any path (a hard link, a symlink, a second mount): two servers would each believe they
+    are the only writer. SQLite locks with fcntl, which on Linux is independent of flock,
+    so the two never meet; `queueserver backup` and `check` open the file without it.
     """
     if not os.path.exists(path) and os.path.exists(f"{path}-wal"):
         raise StartupError(
             f"cannot open the database {path}: the file is missing but its write-ahead log {path}-wal is there, "
             f"so the database was deleted; restore it from a copy made with `queueserver backup`, or remove "
             f"{path}-wal and {path}-shm to start with an empty store")
-    try:
-        lock = open(f"{path}.lock", "a+")  # noqa: SIM115 - held for the server's lifetime
-    except OSError as exc:
-        raise StartupError(f"cannot open the database {path}: {_READ_ONLY}: cannot create {path}.lock "
-                           f"({exc.strerror}); {_ADVICE[_READ_ONLY]}") from exc
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
-        raise StartupError(f"another queueserver is already serving {path}; stop it first") from None
+    lock = lock_file(path)
     try:
         if os.statvfs(os.path.dirname(os.path.abspath(path))).f_flag & os.ST_RDONLY:
             raise sqlite3.OperationalError("attempt to write a readonly database (read-only file system)")
@@ -85,6 +79,23 @@ def open_file(path: str, prepare: Callable[[sqlite3.Connection], object]) -> tup
         lock.close()
         raise
     return conn, lock
+
+
+def lock_file(path: str) -> Any:
+    """The database file, opened (created empty if missing) and flocked for the server's life."""
+    try:
+        lock = open(path, "rb") if os.path.exists(path) else open(path, "ab")  # noqa: SIM115
+    except OSError as exc:
+        reason = _READ_ONLY if isinstance(exc, PermissionError) or exc.errno == errno.EROFS else exc.strerror
+        advice = _ADVICE.get(str(reason), "check the path and start again")
+        raise StartupError(f"cannot open the database {path}: {reason} ({exc.strerror}); {advice}") from exc
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise StartupError(f"another queueserver is already serving {path} (under this or another name: "
+                           f"a link or a second path to the same file); stop it first") from None
+    return lock
 
 
 def _probe_write(conn: sqlite3.Connection) -> None:

@@ -1,0 +1,140 @@
+"""uvicorn's httptools protocol with limits on what one connection may hold.
+
+uvicorn reads headers without a size or count limit, and closes a connection for idleness only
+after a response: a connection that never finishes a request (a bare connect, a slow trickle of
+header bytes, a chunked body that never ends) would hold its descriptor for ever. Here every
+connection has a deadline for its request's head and another for its body, a cap on the head's
+size and header count, and connections beyond `max_connections` are answered 503 and closed at
+once, so the descriptors in use stay bounded whatever clients do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from queueserver.config import ServerConfig
+
+log = logging.getLogger(__name__)
+
+
+def _plain(status: str, text: str) -> bytes:
+    body = text.encode()
+    return (f"HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode() + body
+
+
+# Before a request is read its protocol is unknown, so these are plain HTTP (botocore retries a 503).
+TOO_MANY_CONNECTIONS = _plain("503 Service Unavailable", "Too many connections; try again.")
+HEAD_TOO_LARGE = _plain("431 Request Header Fields Too Large", "The request's headers are too large or too many.")
+
+
+class RefusalLog:
+    """One warning a minute for refused connections, with their count: a flood must not flood the log."""
+
+    def __init__(self) -> None:
+        self._refused = 0
+        self._logged_at = float("-inf")
+
+    def refused(self, loop: asyncio.AbstractEventLoop, limit: int) -> None:
+        self._refused += 1
+        if loop.time() - self._logged_at >= 60:
+            log.warning("%d connection(s) refused with 503: %d are open, the limit (--max-connections)",
+                        self._refused, limit)
+            self._refused = 0
+            self._logged_at = loop.time()
+
+
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback; httptools turns it into a parser error, which answers it."""
+
+
+class GuardedHttpProtocol(HttpToolsProtocol):
+    def __init__(self, *args: Any, limits: ServerConfig, refusals: RefusalLog, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._limits = limits
+        self._refusals = refusals
+        self._deadline: asyncio.TimerHandle | None = None
+        self._awaiting_head = True  # between requests: the next bytes start a head
+        self._head_bytes = 0
+        self._header_count = 0
+        self._refusal: bytes | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if len(self.connections) >= self._limits.max_connections:
+            self.transport = transport  # connection_lost closes it again
+            transport.write(TOO_MANY_CONNECTIONS)
+            transport.close()
+            self._refusals.refused(self.loop, self._limits.max_connections)
+            return
+        super().connection_made(transport)
+        self._arm(self._limits.header_timeout)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._awaiting_head and self._deadline is None:
+            self._arm(self._limits.header_timeout)
+        super().data_received(data)
+
+    def on_message_begin(self) -> None:
+        self._head_bytes = 0
+        self._header_count = 0
+        super().on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        self._count_head(len(url), 0)
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value) + 4, 1)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._awaiting_head = False
+        self._arm(self._limits.body_timeout)
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # arms uvicorn's keep-alive timer when the connection goes idle
+        self._awaiting_head = self.cycle is None or self.cycle.response_complete
+
+    def send_400_response(self, msg: str) -> None:
+        if self._refusal is None:
+            super().send_400_response(msg)
+            return
+        self.transport.write(self._refusal)
+        self.transport.close()
+
+    def _count_head(self, size: int, headers: int) -> None:
+        self._head_bytes += size
+        self._header_count += headers
+        if self._head_bytes > self._limits.max_header_bytes or self._header_count > self._limits.max_headers:
+            self._refusal = HEAD_TOO_LARGE
+            log.info("request refused: its head is over %d bytes or %d headers (431)",
+                     self._limits.max_header_bytes, self._limits.max_headers)
+            raise _HeadTooLarge()
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(seconds, self._expire)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self) -> None:
+        self._deadline = None
+        what = "head" if self._awaiting_head else "body"
+        log.info("connection closed: the request's %s did not arrive in time", what)
+        self.transport.close()

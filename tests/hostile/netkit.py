@@ -1,0 +1,65 @@
+"""Raw sockets and /proc readings for the hostile-client tests (Linux)."""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import time
+from urllib.parse import urlparse
+
+
+def address(endpoint: str) -> tuple[str, int]:
+    parsed = urlparse(endpoint)
+    assert parsed.hostname is not None and parsed.port is not None
+    return parsed.hostname, parsed.port
+
+
+def connect(endpoint: str, timeout: float = 10) -> socket.socket:
+    sock = socket.create_connection(address(endpoint), timeout=timeout)
+    return sock
+
+
+def read_until_closed(sock: socket.socket, timeout: float = 10) -> bytes:
+    """Everything the server sends until it closes the connection (fails the test after TIMEOUT)."""
+    sock.settimeout(timeout)
+    received = b""
+    try:
+        while chunk := sock.recv(65536):
+            received += chunk
+    except ConnectionResetError:
+        pass
+    return received
+
+
+def answered(sock: socket.socket) -> bool:
+    """Has the server sent something (or closed)? Does not block."""
+    return bool(select.select([sock], [], [], 0)[0])
+
+
+def status_of(response: bytes) -> int:
+    assert response.startswith(b"HTTP/1.1 "), response[:200]
+    return int(response.split(b" ", 2)[1])
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS (now) and VmHWM (the peak) of a process, from /proc/PID/status."""
+    values = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            name, _, rest = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                values[name] = int(rest.split()[0])
+    return values
+
+
+def open_descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def wait_until(predicate, what: str, timeout: float) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)

@@ -1,0 +1,174 @@
+"""Limits on what one client may hold (issue 15): the request body, the head, the time to send
+them, idle keep-alive, and the number of connections; each against a real server process, with
+its memory read from /proc for oversize bodies and its descriptors counted for a flood."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from typing import Any
+
+import pytest
+from netkit import answered, connect, memory_kib, open_descriptors, read_until_closed, status_of, wait_until
+from sqs_testkit import raw_json_call, unique_queue_name
+
+pytestmark = pytest.mark.server_process
+
+DEADLINE_S = 1.5  # --header-timeout, --body-timeout and --keep-alive-timeout of the server below
+MIB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from conftest import start_server
+
+    db = tmp_path_factory.mktemp("limits") / "limits.db"
+    proc = start_server(db, "--header-timeout", str(DEADLINE_S), "--body-timeout", str(DEADLINE_S),
+                        "--keep-alive-timeout", str(DEADLINE_S))
+    yield proc
+    proc.stop()
+    assert "Traceback" not in proc.stderr_text(), proc.stderr_text()
+
+
+def _head(length: str = "", extra: str = "") -> bytes:
+    return (f"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-amz-json-1.0\r\n"
+            f"X-Amz-Target: AmazonSQS.ListQueues\r\n{length}{extra}\r\n").encode()
+
+
+def _still_serves(server: Any) -> None:
+    assert raw_json_call(server.endpoint, "ListQueues", {}).status == 200
+
+
+def _stream_until_answered(sock: socket.socket, chunk: bytes, most: int, chunked: bool) -> int:
+    """Send body bytes until the server answers or MOST are sent; returns the bytes sent."""
+    sent = 0
+    while sent < most and not answered(sock):
+        try:
+            sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            break
+        sent += len(chunk)
+    return sent
+
+
+@pytest.mark.parametrize("how", ["Content-Length of 1 GB", "chunked without end"])
+def test_an_oversize_body_is_refused_with_a_413_before_it_is_held_in_memory(limited, how):
+    pid = limited.proc.pid
+    before = memory_kib(pid)
+    sock = connect(limited.endpoint)
+    with sock:
+        if how == "chunked without end":
+            sock.sendall(_head(extra="Transfer-Encoding: chunked\r\n"))
+        else:
+            sock.sendall(_head(f"Content-Length: {1024 * MIB}\r\n"))
+        sent = _stream_until_answered(sock, b"x" * MIB, 256 * MIB, chunked=how.startswith("chunked"))
+        response = read_until_closed(sock)
+    assert status_of(response) == 413, response[:300]
+    assert b"RequestEntityTooLarge" in response and b"connection: close" in response.lower()
+    after = memory_kib(pid)
+    # the server holds at most one limit's worth (4 MiB) plus read buffers, never what was sent
+    assert after["VmHWM"] - before["VmHWM"] < 48 * 1024, (before, after, f"{sent} bytes sent")
+    _still_serves(limited)
+
+
+def test_eight_parallel_100_mb_bodies_are_refused_without_growing_the_server(limited):
+    pid = limited.proc.pid
+    before = memory_kib(pid)
+    statuses: list[int] = []
+
+    def upload() -> None:
+        with connect(limited.endpoint) as sock:
+            sock.sendall(_head(extra="Transfer-Encoding: chunked\r\n"))
+            _stream_until_answered(sock, b"y" * MIB, 100 * MIB, chunked=True)
+            statuses.append(status_of(read_until_closed(sock)))
+
+    threads = [threading.Thread(target=upload) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert statuses == [413] * 8
+    assert memory_kib(pid)["VmHWM"] - before["VmHWM"] < 96 * 1024, (before, memory_kib(pid))
+    _still_serves(limited)
+
+
+def test_the_largest_sqs_message_in_its_widest_encoding_fits_under_the_body_limit(limited, make_client):
+    """1 MiB of two-byte characters is 3 MiB as JSON \\u escapes or as percent-encoded form data."""
+    sqs = make_client(limited.endpoint)
+    url = sqs.create_queue(QueueName=unique_queue_name("wide"))["QueueUrl"]
+    body = "é" * (MIB // 2)
+    sqs.send_message(QueueUrl=url, MessageBody=body)
+    assert sqs.receive_message(QueueUrl=url)["Messages"][0]["Body"] == body
+    with pytest.raises(sqs.exceptions.ClientError) as raised:
+        sqs.send_message(QueueUrl=url, MessageBody=body + "e")
+    assert raised.value.response["Error"]["Code"] == "InvalidParameterValue"  # SQS's own answer, not a 413
+
+
+@pytest.mark.parametrize("head", [
+    "200 headers", "one 20 KB header", "a 20 KB URL"])
+def test_a_head_over_the_size_or_count_limit_gets_431_and_the_server_serves_on(limited, head):
+    with connect(limited.endpoint) as sock:
+        if head == "200 headers":
+            sock.sendall(_head("Content-Length: 0\r\n", "".join(f"X-H{i}: v\r\n" for i in range(200))))
+        elif head == "one 20 KB header":
+            sock.sendall(_head("Content-Length: 0\r\n", f"X-Big: {'v' * 20_000}\r\n"))
+        else:
+            sock.sendall(f"GET /?{'a' * 20_000} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+        response = read_until_closed(sock)
+    assert status_of(response) == 431, response[:300]
+    _still_serves(limited)
+
+
+@pytest.mark.parametrize("client", ["connects and sends nothing", "trickles its headers",
+                                    "never ends a chunked body", "never sends its declared body",
+                                    "stays idle after a response"])
+def test_a_connection_that_does_not_finish_its_request_is_closed_at_the_deadline(limited, client):
+    with connect(limited.endpoint) as sock:
+        if client == "trickles its headers":
+            for byte in b"POST / HTTP/1.1\r\nHost: localhost\r\nX-Slow: ":
+                sock.sendall(bytes([byte]))
+                if answered(sock):
+                    break
+                threading.Event().wait(0.1)  # a byte every 100 ms: slower than any client, faster than the deadline
+        elif client == "never ends a chunked body":
+            sock.sendall(_head(extra="Transfer-Encoding: chunked\r\n") + b"5\r\nhello\r\n")
+        elif client == "never sends its declared body":
+            sock.sendall(_head("Content-Length: 100\r\n") + b"{")
+        elif client == "stays idle after a response":
+            body = b"{}"
+            sock.sendall(_head(f"Content-Length: {len(body)}\r\n") + body)
+        response = read_until_closed(sock, timeout=DEADLINE_S * 4 + 5)
+    if client == "stays idle after a response":
+        assert status_of(response) == 200
+    else:
+        assert response == b"", response[:300]
+    _still_serves(limited)
+
+
+def test_a_connection_flood_is_refused_beyond_the_limit_while_existing_connections_are_served(server_factory, tmp_path):
+    limit = 40
+    server = server_factory(tmp_path / "flood.db", "--max-connections", str(limit), "--header-timeout", "2")
+    pid = server.proc.pid
+    baseline = open_descriptors(pid)
+    existing = connect(server.endpoint)
+    body = json.dumps({}).encode()
+    request = _head(f"Content-Length: {len(body)}\r\n") + body
+    existing.sendall(request)
+    assert b" 200 " in existing.recv(65536)
+
+    flood = [connect(server.endpoint) for _ in range(5 * limit)]
+    try:
+        wait_until(lambda: sum(answered(s) for s in flood) >= 4 * limit, "the refusals", 10)
+        refused = [s for s in flood if answered(s)]
+        replies = {read_until_closed(s, timeout=5)[:32] for s in refused}
+        assert replies == {b"HTTP/1.1 503 Service Unavailable"}, replies
+        assert open_descriptors(pid) <= baseline + limit + 2, (baseline, open_descriptors(pid))
+        existing.sendall(request)  # a connection opened before the flood is still served
+        assert b" 200 " in existing.recv(65536)
+    finally:
+        for sock in flood:
+            sock.close()
+        existing.close()
+    wait_until(lambda: open_descriptors(pid) <= baseline + 1, "the flood's descriptors to be released", 10)
+    _still_serves(server)
