@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="in-flight messages a standard queue allows before OverLimit")
     serve.add_argument("--fifo-in-flight-limit", type=int, default=defaults.fifo_in_flight_limit,
                        help="in-flight messages at which a FIFO queue stops delivering")
+    serve.add_argument("--counts-max-age", type=float, default=defaults.counts_max_age,
+                       help="seconds the approximate queue counts may lag behind changes (0: never)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     backup = commands.add_parser("backup", help="copy the database safely, also while the server runs")
     backup.add_argument("destination", help="the file to write")
@@ -56,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
             run(ServerConfig(db_path=args.db, host=args.host, port=args.port, region=args.region,
                              account_id=args.account_id, test_clock=args.test_clock,
                              enforce_cooldowns=args.enforce_cooldowns, in_flight_limit=args.in_flight_limit,
-                             fifo_in_flight_limit=args.fifo_in_flight_limit))
+                             fifo_in_flight_limit=args.fifo_in_flight_limit,
+                             counts_max_age=args.counts_max_age))
         except StartupError as exc:
             print(f"queueserver: {exc}", file=sys.stderr)
             return 2

@@ -18,3 +18,5 @@ class ServerConfig:
     # SQS's in-flight quotas; settings so that tests can reach them with a few messages.
     in_flight_limit: int = 120_000
     fifo_in_flight_limit: int = 120_000
+    # How stale the approximate queue counts may be, in seconds (see storage/count_cache.py).
+    counts_max_age: float = 1.0

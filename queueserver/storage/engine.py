@@ -22,7 +22,9 @@ from queueserver.models import (
     sequence_number, uuid4_string,
 )
 from queueserver.storage import claims, group_claims, message_store, queue_store
+from queueserver.storage.count_cache import MAX_AGE_SECONDS, CountCache
 from queueserver.storage.database import Database, Transaction
+from queueserver.storage.read_side import ReadSide
 from queueserver.storage.sqlite_file import open_file
 from queueserver.storage.migrations import migrate
 from queueserver.storage.receipts import ReceiptSigner
@@ -37,10 +39,12 @@ IN_FLIGHT_LIMIT = 120_000
 
 
 class QueueEngine:
-    def __init__(self, db: Database, clock: Clock, signer: ReceiptSigner, queues: list[Queue],
+    def __init__(self, db: Database, reads: ReadSide, clock: Clock, signer: ReceiptSigner, queues: list[Queue],
                  next_row_id: int, enforce_cooldowns: bool, in_flight_limit: int,
-                 fifo_in_flight_limit: int) -> None:
+                 fifo_in_flight_limit: int, counts_max_age: float) -> None:
         self._db = db
+        self._reads = reads
+        self._counts = CountCache(reads.counts, db.writes, clock, counts_max_age)
         self._clock = clock
         self._signer = signer
         # Two views of the queues. The database thread's changes as its operations make them, so that
@@ -71,6 +75,7 @@ class QueueEngine:
     async def open(cls, path: str, clock: Clock, *, enforce_cooldowns: bool = False,
                    in_flight_limit: int = IN_FLIGHT_LIMIT,
                    fifo_in_flight_limit: int = IN_FLIGHT_LIMIT,
+                   counts_max_age: float = MAX_AGE_SECONDS,
                    sync_log: Callable[[int], None] = os.fdatasync) -> "QueueEngine":
         loop = asyncio.get_running_loop()
         conn, lock = await loop.run_in_executor(None, open_file, path, migrate)
@@ -81,11 +86,12 @@ class QueueEngine:
 
         try:
             secret, queues, highest = await db.run(prepare)
+            reads = await ReadSide.open(path)
         except BaseException:
             await db.close()
             raise
-        engine = cls(db, clock, ReceiptSigner(secret), queues, highest + 1, enforce_cooldowns,
-                     in_flight_limit, fifo_in_flight_limit)
+        engine = cls(db, reads, clock, ReceiptSigner(secret), queues, highest + 1, enforce_cooldowns,
+                     in_flight_limit, fifo_in_flight_limit, counts_max_age)
         await engine.move_tasks.resume()
         return engine
 
@@ -104,6 +110,8 @@ class QueueEngine:
         self._sweeper.cancel()
         await asyncio.gather(self._sweeper, return_exceptions=True)
         await self.move_tasks.close()
+        await self._counts.close()
+        await self._reads.close()
         await self._db.close()
 
     @property
@@ -179,6 +187,7 @@ class QueueEngine:
             self._set_queue(tx, queue.key, None)
 
         await self._db.run(delete)
+        self._counts.forget(queue.id)
         self._deleted_at[queue.key] = self._clock.now_ms()
         self._notify(queue.id)
 
@@ -200,10 +209,8 @@ class QueueEngine:
         return updated
 
     async def queue_counts(self, queue: Queue) -> QueueCounts:
-        now = self._clock.now_ms()
-        return await self._db.run(
-            lambda tx: message_store.counts(tx.conn, self._require(queue).id, now, self._cutoff(queue, now))
-        )
+        """Approximate, as in SQS: from the read side's cache (see count_cache.py for the staleness bound)."""
+        return await self._counts.counts(queue.id, queue.retention_seconds * 1000)
 
     async def purge_queue(self, queue: Queue) -> None:
         now = self._clock.now_ms()
@@ -326,8 +333,7 @@ class QueueEngine:
     async def browse_messages(self, queue: Queue, after: int, limit: int) -> list[BrowsedMessage]:
         """The queue's messages in send order, read without receiving them (an extension to SQS)."""
         now = self._clock.now_ms()
-        rows = await self._db.run(
-            lambda tx: message_store.browse(tx.conn, self._require(queue).id, after, limit, self._cutoff(queue, now)))
+        rows = await self._reads.browse(queue.id, after, limit, self._cutoff(queue, now))
         browsed = []
         for (row_id, visible_at, receive_count, first_received, group_id, message_id, body, md5, attributes,
              trace_header, sent_at, sender_id, deduplication_id, source_arn) in rows:
