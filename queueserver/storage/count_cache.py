@@ -51,11 +51,14 @@ class CountCache:
     """`counts(queue_id, retention_ms)`; `count(queue_id, now_ms, cutoff_ms)` does the reading."""
 
     def __init__(self, count: Count, writes: Callable[[], int], clock: Clock,
-                 max_age: float = MAX_AGE_SECONDS) -> None:
+                 max_age: float = MAX_AGE_SECONDS, cheap_seconds: float = CHEAP_SECONDS,
+                 cost_share: float = COST_SHARE) -> None:
         self._count = count
         self._writes = writes
         self._clock = clock
         self._max_age = max_age
+        self._cheap_seconds = cheap_seconds
+        self._cost_share = cost_share
         self._loop = asyncio.get_running_loop()
         self._entries: dict[int, _Entry] = {}
         self._refreshing: dict[int, asyncio.Task[_Entry]] = {}
@@ -75,6 +78,12 @@ class CountCache:
             return (await asyncio.shield(refresh)).counts
         return entry.counts
 
+    async def settled(self, queue_id: int) -> None:
+        """Wait for the queue's refresh under way, if any (tests wait on this, not on a clock)."""
+        refresh = self._refreshing.get(queue_id)
+        if refresh is not None:
+            await asyncio.shield(refresh)
+
     def forget(self, queue_id: int) -> None:
         """A deleted queue's entry (its id is never used again)."""
         self._entries.pop(queue_id, None)
@@ -91,9 +100,9 @@ class CountCache:
 
     def _next_start(self, entry: _Entry) -> float:
         """The earliest loop time the next count of this queue may begin."""
-        if entry.cost < CHEAP_SECONDS:
+        if entry.cost < self._cheap_seconds:
             return entry.taken_at
-        return entry.taken_at + min(self._max_age, entry.cost / COST_SHARE)
+        return entry.taken_at + min(self._max_age, entry.cost / self._cost_share)
 
     async def _refresh(self, queue_id: int, retention_ms: int, start_at: float) -> _Entry:
         try:

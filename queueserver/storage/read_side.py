@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import AsyncIterator
 
 import aiosqlite
@@ -92,7 +93,8 @@ class ReadSide:
         connections: list[aiosqlite.Connection] = []
         try:
             for _ in range(readers):
-                conn = await aiosqlite.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+                conn = await aiosqlite.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True,
+                                               isolation_level=None)
                 connections.append(conn)
                 await conn.execute("PRAGMA busy_timeout=5000")  # only a log recovery makes a reader wait
         except BaseException:
