@@ -3,9 +3,11 @@
 SQS calls the counts approximate (AWS's lag is up to a minute); a dashboard polling a queue of a
 million messages must not cost a count of a million rows per request. So:
 
-- **Exact while nothing changed.** An entry remembers how many writing groups the database had
-  committed when its read began, and the instant its counts next change by time alone (a hidden
-  message shows, a message expires). While neither happened it is the truth and is served as is.
+- **Exact while nothing changed.** The engine calls `changed(queue_id)` after every committed
+  operation that touches a queue's messages (before its caller is answered). An entry remembers the
+  queue's change number when its read began, and the instant its counts next change by time alone
+  (a hidden message shows, a message expires). While neither happened it is the truth and is served
+  as is, however busy other queues are: a dashboard on an idle queue of a million costs nothing.
 - **Refreshed at most every `min(max_age, cost / COST_SHARE)` once counting is expensive.** A count
   that took 25 ms is taken at most every 0.5 s: counting a big queue costs at most COST_SHARE of a
   reader thread, however often it is polled. A count under CHEAP_SECONDS (a small queue) is taken
@@ -37,10 +39,11 @@ WAIT_SECONDS = 0.01
 Count = Callable[[int, int, int], Awaitable[tuple[QueueCounts, int | None]]]
 
 
+
 @dataclass
 class _Entry:
     counts: QueueCounts
-    writes: int  # the database's writing groups committed before the read began
+    version: int  # the queue's change number before the read began
     retention_ms: int
     changes_at_ms: int | None  # when the counts change without a write
     taken_at: float  # loop time the read began
@@ -50,11 +53,11 @@ class _Entry:
 class CountCache:
     """`counts(queue_id, retention_ms)`; `count(queue_id, now_ms, cutoff_ms)` does the reading."""
 
-    def __init__(self, count: Count, writes: Callable[[], int], clock: Clock,
+    def __init__(self, count: Count, clock: Clock,
                  max_age: float = MAX_AGE_SECONDS, cheap_seconds: float = CHEAP_SECONDS,
                  cost_share: float = COST_SHARE) -> None:
         self._count = count
-        self._writes = writes
+        self._versions: dict[int, int] = {}
         self._clock = clock
         self._max_age = max_age
         self._cheap_seconds = cheap_seconds
@@ -66,7 +69,7 @@ class CountCache:
 
     async def counts(self, queue_id: int, retention_ms: int) -> QueueCounts:
         entry = self._entries.get(queue_id)
-        if entry is not None and self._fresh(entry, retention_ms):
+        if entry is not None and self._fresh(queue_id, entry, retention_ms):
             return entry.counts
         refresh = self._refreshing.get(queue_id)
         if refresh is None:
@@ -84,9 +87,14 @@ class CountCache:
         if refresh is not None:
             await asyncio.shield(refresh)
 
+    def changed(self, queue_id: int) -> None:
+        """The queue's messages changed (committed): the next caller gets counts read after this."""
+        self._versions[queue_id] = self._versions.get(queue_id, 0) + 1
+
     def forget(self, queue_id: int) -> None:
         """A deleted queue's entry (its id is never used again)."""
         self._entries.pop(queue_id, None)
+        self._versions.pop(queue_id, None)
 
     async def close(self) -> None:
         tasks = list(self._refreshing.values())
@@ -94,8 +102,8 @@ class CountCache:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _fresh(self, entry: _Entry, retention_ms: int) -> bool:
-        return (entry.writes == self._writes() and entry.retention_ms == retention_ms
+    def _fresh(self, queue_id: int, entry: _Entry, retention_ms: int) -> bool:
+        return (entry.version == self._versions.get(queue_id, 0) and entry.retention_ms == retention_ms
                 and (entry.changes_at_ms is None or self._clock.now_ms() < entry.changes_at_ms))
 
     def _next_start(self, entry: _Entry) -> float:
@@ -109,12 +117,12 @@ class CountCache:
             delay = start_at - self._loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            writes = self._writes()  # before the read's snapshot: a commit in between makes it stale, not wrong
+            version = self._versions.get(queue_id, 0)  # before the snapshot: a change meanwhile makes it stale, not wrong
             began = self._loop.time()
             now = self._clock.now_ms()
             counts, changes_at = await self._count(queue_id, now, now - retention_ms)
             self.reads += 1
-            entry = _Entry(counts, writes, retention_ms, changes_at, began, self._loop.time() - began)
+            entry = _Entry(counts, version, retention_ms, changes_at, began, self._loop.time() - began)
             self._entries[queue_id] = entry
             return entry
         finally:

@@ -127,10 +127,6 @@ class Database:
         self._inbox.put(_Operation(fn, future, loop))
         return await future
 
-    def writes(self) -> int:
-        """Writing groups committed so far (a read that begins now sees them all)."""
-        return self._groups_written
-
     async def durable(self) -> None:
         """Wait until every group committed so far is on disk; raise ServiceUnavailable if that failed.
 

@@ -44,7 +44,7 @@ class QueueEngine:
                  fifo_in_flight_limit: int, counts_max_age: float) -> None:
         self._db = db
         self._reads = reads
-        self._counts = CountCache(reads.counts, db.writes, clock, counts_max_age)
+        self._counts = CountCache(reads.counts, clock, counts_max_age)
         self._clock = clock
         self._signer = signer
         # Two views of the queues. The database thread's changes as its operations make them, so that
@@ -69,7 +69,7 @@ class QueueEngine:
         self._waiters = Waiters(clock, asyncio.get_running_loop())
         self._loop = asyncio.get_running_loop()
         self._sweeper = asyncio.create_task(self._sweep_forever())
-        self.move_tasks = Redriver(db, clock, self._queue_by_arn_in_transaction, self._notify)
+        self.move_tasks = Redriver(db, clock, self._queue_by_arn_in_transaction, self._notify, self._counts.changed)
 
     @classmethod
     async def open(cls, path: str, clock: Clock, *, enforce_cooldowns: bool = False,
@@ -205,6 +205,7 @@ class QueueEngine:
             return updated
 
         updated = await self._db.run(update)
+        self._counts.changed(queue.id)
         self._notify(queue.id)  # a shorter retention or delay may change what a waiter should see
         return updated
 
@@ -226,6 +227,7 @@ class QueueEngine:
             self._in_flight_estimate.pop(queue.id, None)
 
         await self._db.run(purge)
+        self._counts.changed(queue.id)
         self._purged_at[queue.id] = now
 
     # -- messages -------------------------------------------------------------
@@ -261,7 +263,9 @@ class QueueEngine:
                 tx.on_commit(lambda: self._notify(queue.id, len(stored)))
             return sent
 
-        return await self._db.run(send)
+        sent = await self._db.run(send)
+        self._counts.changed(queue.id)
+        return sent
 
     async def receive_messages(self, queue: Queue, max_messages: int, visibility_timeout: int,
                                wait_seconds: int, attempt_id: str | None = None) -> list[ReceivedMessage]:
@@ -278,7 +282,10 @@ class QueueEngine:
                 messages, next_visible, moved_to = await self._db.run(
                     lambda tx: self._claim(tx, queue, max_messages, visibility_timeout, attempt_id,
                                            short_poll=waiter is None))
+                if messages or moved_to is not None:
+                    self._counts.changed(queue.id)
                 if moved_to is not None:
+                    self._counts.changed(moved_to[0])
                     self._notify(moved_to[0], moved_to[1])
                 if messages or waiter is None:
                     return messages
@@ -315,6 +322,7 @@ class QueueEngine:
             return outcomes
 
         outcomes = await self._db.run(delete)
+        self._counts.changed(queue.id)
         if queue.id in self._at_in_flight_limit or queue.fifo:
             self._notify(queue.id, len(handles))  # a deleted message may free its group or the in-flight limit
         return outcomes
@@ -327,6 +335,7 @@ class QueueEngine:
             return [self._change_one(tx, queue, c, now) for c in changes]
 
         outcomes = await self._db.run(change)
+        self._counts.changed(queue.id)
         self._notify(queue.id, len(changes))
         return outcomes
 
@@ -461,7 +470,7 @@ class QueueEngine:
                 log.warning("retention sweep failed: %s", exc)
 
     async def sweep_expired(self) -> int:
-        """Remove messages past their queue's retention period."""
+        """Remove messages past their queue's retention period (the counts left them out already)."""
         now = self._clock.now_ms()
 
         def sweep(tx: Transaction) -> int:

@@ -19,11 +19,12 @@ START_MS = 1_000_000_000
 
 
 class Writer:
-    """Another connection writing messages of queue 1; `writes` counts its commits, as the database does."""
+    """Another connection writing messages of queue 1, telling the cache after each commit (as the engine does)."""
 
     def __init__(self, path: Path) -> None:
         self.conn = connect(str(path))
         migrate(self.conn)
+        self.caches: list[CountCache] = []
         self.writes = 0
         self.next_id = 1
 
@@ -35,6 +36,8 @@ class Writer:
                               " VALUES (?, ?, ?, ?, ?)", rows)
         self.conn.execute("COMMIT")
         self.writes += 1
+        for cache in self.caches:
+            cache.changed(1)
 
 
 def run(tmp_path: Path, scenario: Callable[[Writer, ReadSide, ManualClock], Awaitable[Any]]) -> Any:
@@ -50,22 +53,27 @@ def run(tmp_path: Path, scenario: Callable[[Writer, ReadSide, ManualClock], Awai
     return asyncio.run(main())
 
 
-def test_many_concurrent_callers_share_one_count(tmp_path: Path) -> None:
+def test_many_concurrent_callers_share_one_count_and_other_queues_changes_cost_nothing(tmp_path: Path) -> None:
     async def scenario(writer: Writer, reads: ReadSide, clock: ManualClock) -> None:
         writer.send(1000)
-        cache = CountCache(reads.counts, lambda: writer.writes, clock)
+        cache = CountCache(reads.counts, clock)
+        writer.caches.append(cache)
         answers = await asyncio.gather(*(cache.counts(1, RETENTION_MS) for _ in range(50)))
         assert set(answers) == {QueueCounts(visible=1000, in_flight=0, delayed=0)}
         assert cache.reads == 1
         await asyncio.gather(*(cache.counts(1, RETENTION_MS) for _ in range(50)))
         assert cache.reads == 1, "nothing changed, so nothing is counted again"
+        cache.changed(2)
+        await cache.counts(1, RETENTION_MS)
+        assert cache.reads == 1, "a change to another queue costs this one nothing"
 
     run(tmp_path, scenario)
 
 
 def test_a_cheap_count_is_taken_again_after_every_change(tmp_path: Path) -> None:
     async def scenario(writer: Writer, reads: ReadSide, clock: ManualClock) -> None:
-        cache = CountCache(reads.counts, lambda: writer.writes, clock)
+        cache = CountCache(reads.counts, clock)
+        writer.caches.append(cache)
         assert (await cache.counts(1, RETENTION_MS)).visible == 0
         for expected in range(1, 6):
             writer.send(1)
@@ -77,8 +85,9 @@ def test_a_cheap_count_is_taken_again_after_every_change(tmp_path: Path) -> None
 def test_an_expensive_count_serves_the_last_counts_and_converges_within_the_bound(tmp_path: Path) -> None:
     async def scenario(writer: Writer, reads: ReadSide, clock: ManualClock) -> None:
         # As if counting this small queue were costly: counted again at most every max_age.
-        cache = CountCache(reads.counts, lambda: writer.writes, clock, max_age=0.2, cheap_seconds=0,
+        cache = CountCache(reads.counts, clock, max_age=0.2, cheap_seconds=0,
                            cost_share=1e-9)
+        writer.caches.append(cache)
         writer.send(10)
         assert (await cache.counts(1, RETENTION_MS)).visible == 10
         writer.send(5)
@@ -94,7 +103,8 @@ def test_an_expensive_count_serves_the_last_counts_and_converges_within_the_boun
 def test_counts_change_with_the_clock_alone_when_visibility_ends_a_delay_ends_or_a_message_expires(
         tmp_path: Path) -> None:
     async def scenario(writer: Writer, reads: ReadSide, clock: ManualClock) -> None:
-        cache = CountCache(reads.counts, lambda: writer.writes, clock)
+        cache = CountCache(reads.counts, clock)
+        writer.caches.append(cache)
         writer.send(2)
         writer.send(3, visible_at_ms=START_MS + 30_000, receive_count=1)  # in flight for 30 s
         writer.send(4, visible_at_ms=START_MS + 60_000)  # delayed 60 s
