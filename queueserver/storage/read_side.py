@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import time
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -37,6 +39,8 @@ import aiosqlite
 from queueserver.models import QueueCounts
 
 READERS = 2  # the event loop and the writer use the rest of a small machine
+FILE_CHECK_SECONDS = 0.25  # as often as the writer looks whether its file was replaced
+Identity = tuple[int, int] | None
 
 # One statement, one snapshot. Counting rows one by one through the table costs ~130 ms a
 # million messages; here the visible ones are counted in the visibility index alone (~25 ms a
@@ -81,39 +85,48 @@ _QUEUE_TOTALS = (
 class ReadSide:
     """A few read-only connections; each read takes an idle one for one statement."""
 
-    def __init__(self, connections: list[aiosqlite.Connection]) -> None:
-        self._all = connections
-        self._idle: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
-        for conn in connections:
-            self._idle.put_nowait(conn)
+    def __init__(self, path: str, connections: list[tuple[aiosqlite.Connection, Identity]]) -> None:
+        self._path = path
+        self._identity = _identity(path)
+        self._checked_at = time.monotonic()
+        self._idle: asyncio.Queue[tuple[aiosqlite.Connection, Identity]] = asyncio.Queue()
+        for item in connections:
+            self._idle.put_nowait(item)
+        self._count = len(connections)
 
     @classmethod
     async def open(cls, path: str, readers: int = READERS) -> "ReadSide":
         """Open `readers` connections to an existing database (the writer created and migrated it)."""
-        connections: list[aiosqlite.Connection] = []
+        connections: list[tuple[aiosqlite.Connection, Identity]] = []
         try:
             for _ in range(readers):
-                conn = await aiosqlite.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True,
-                                               isolation_level=None)
-                connections.append(conn)
-                await conn.execute("PRAGMA busy_timeout=5000")  # only a log recovery makes a reader wait
+                connections.append(await _connect(path))
         except BaseException:
-            for conn in connections:
+            for conn, _ in connections:
                 await conn.close()
             raise
-        return cls(connections)
+        return cls(path, connections)
 
     async def close(self) -> None:
-        for conn in self._all:
+        for _ in range(self._count):
+            conn, _ = await self._idle.get()
             await conn.close()
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[aiosqlite.Connection]:
-        conn = await self._idle.get()
+        conn, identity = await self._idle.get()
         try:
+            if time.monotonic() - self._checked_at >= FILE_CHECK_SECONDS:
+                self._checked_at = time.monotonic()
+                self._identity = _identity(self._path)
+            if identity != self._identity and self._identity is not None:
+                # The writer put a deleted file back as a new one: read that, not the old one.
+                fresh = await _connect(self._path)
+                await conn.close()
+                conn, identity = fresh
             yield conn
         finally:
-            self._idle.put_nowait(conn)
+            self._idle.put_nowait((conn, identity))
 
     async def counts(self, queue_id: int, now_ms: int, cutoff_ms: int) -> tuple[QueueCounts, int | None]:
         """The queue's counts at `now_ms`, and the instant they next change without a write (None: never)."""
@@ -134,3 +147,22 @@ class ReadSide:
         """(region, account, name, messages stored, in flight) of every queue, for `queueserver check`."""
         async with self._connection() as conn:
             return [tuple(row) for row in await conn.execute_fetchall(_QUEUE_TOTALS, (now_ms,))]
+
+
+async def _connect(path: str) -> tuple[aiosqlite.Connection, Identity]:
+    identity = _identity(path)
+    conn = await aiosqlite.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+    try:
+        await conn.execute("PRAGMA busy_timeout=5000")  # only a log recovery makes a reader wait
+    except BaseException:
+        await conn.close()
+        raise
+    return conn, identity
+
+
+def _identity(path: str) -> Identity:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return (status.st_dev, status.st_ino)
