@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="in-flight messages a standard queue allows before OverLimit")
     serve.add_argument("--fifo-in-flight-limit", type=int, default=defaults.fifo_in_flight_limit,
                        help="in-flight messages at which a FIFO queue stops delivering")
+    serve.add_argument("--counts-max-age", type=float, default=defaults.counts_max_age,
+                       help="seconds the approximate queue counts may lag behind changes (0: never)")
     limits = serve.add_argument_group("limits on what one client may hold (README, Limits)")
     limits.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes,
                         help="larger request bodies get 413, refused before they are read")
@@ -86,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                              max_headers=args.max_headers, header_timeout=args.header_timeout,
                              body_timeout=args.body_timeout, keep_alive_timeout=args.keep_alive_timeout,
                              max_connections=args.max_connections,
-                             allowed_origins=_split(args.allow_origin), allowed_hosts=_split(args.allow_host)))
+                             allowed_origins=_split(args.allow_origin), allowed_hosts=_split(args.allow_host),
+                             counts_max_age=args.counts_max_age))
         except StartupError as exc:
             print(f"queueserver: {exc}", file=sys.stderr)
             return 2

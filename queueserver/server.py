@@ -92,7 +92,8 @@ async def serve(config: ServerConfig) -> None:
     clock: Clock = ManualClock() if config.test_clock else SystemClock()
     engine = await QueueEngine.open(
         config.db_path, clock, enforce_cooldowns=config.enforce_cooldowns,
-        in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit)
+        in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit,
+        counts_max_age=config.counts_max_age)
     try:
         app = create_app(config, engine)
         # Start-up objects live for the whole run: keep the collector from scanning them again

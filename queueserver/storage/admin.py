@@ -6,12 +6,14 @@ readers in beside the writer) and when none is.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from dataclasses import dataclass
 
 from queueserver.storage.sqlite_file import StartupError, describe
 from queueserver.storage.migrations import available_migrations, schema_version
+from queueserver.storage.read_side import ReadSide
 
 
 @dataclass(frozen=True)
@@ -69,20 +71,24 @@ def backup(source: str, destination: str) -> int:
 
 
 def check(path: str, now_ms: int) -> CheckReport:
+    """Integrity and schema version here; the messages per queue through the server's read side."""
     conn = _read_only(path)
     try:
         integrity = "; ".join(row[0] for row in conn.execute("PRAGMA integrity_check"))
         version = schema_version(conn)
         queues = []
         if version >= 1:
-            for region, account, name, messages, in_flight in conn.execute(
-                    "SELECT q.region, q.account, q.name, count(m.id),"
-                    " coalesce(sum(m.visible_at_ms > ? AND m.receive_count > 0), 0)"
-                    " FROM queues q LEFT JOIN messages m ON m.queue_id = q.id"
-                    " GROUP BY q.id ORDER BY q.region, q.account, q.name", (now_ms,)):
-                queues.append(QueueReport(region, account, name, messages, in_flight))
+            queues = [QueueReport(*row) for row in asyncio.run(_queue_totals(path, now_ms))]
     except sqlite3.Error as exc:
         raise StartupError(f"cannot check {path}: {describe(exc)} ({exc})") from exc
     finally:
         conn.close()
     return CheckReport(integrity, version, available_migrations()[-1][0], queues)
+
+
+async def _queue_totals(path: str, now_ms: int) -> list[tuple[str, str, str, int, int]]:
+    reads = await ReadSide.open(path, readers=1)
+    try:
+        return await reads.queue_totals(now_ms)
+    finally:
+        await reads.close()

@@ -22,7 +22,9 @@ from queueserver.models import (
     sequence_number, uuid4_string,
 )
 from queueserver.storage import claims, group_claims, message_store, queue_store
+from queueserver.storage.count_cache import MAX_AGE_SECONDS, CountCache
 from queueserver.storage.database import Database, Transaction
+from queueserver.storage.read_side import ReadSide
 from queueserver.storage.sqlite_file import open_file
 from queueserver.storage.migrations import migrate
 from queueserver.storage.receipts import ReceiptSigner
@@ -37,10 +39,12 @@ IN_FLIGHT_LIMIT = 120_000
 
 
 class QueueEngine:
-    def __init__(self, db: Database, clock: Clock, signer: ReceiptSigner, queues: list[Queue],
+    def __init__(self, db: Database, reads: ReadSide, clock: Clock, signer: ReceiptSigner, queues: list[Queue],
                  next_row_id: int, enforce_cooldowns: bool, in_flight_limit: int,
-                 fifo_in_flight_limit: int) -> None:
+                 fifo_in_flight_limit: int, counts_max_age: float) -> None:
         self._db = db
+        self._reads = reads
+        self._counts = CountCache(reads.counts, clock, counts_max_age)
         self._clock = clock
         self._signer = signer
         # Two views of the queues. The database thread's changes as its operations make them, so that
@@ -65,12 +69,13 @@ class QueueEngine:
         self._waiters = Waiters(clock, asyncio.get_running_loop())
         self._loop = asyncio.get_running_loop()
         self._sweeper = asyncio.create_task(self._sweep_forever())
-        self.move_tasks = Redriver(db, clock, self._queue_by_arn_in_transaction, self._notify)
+        self.move_tasks = Redriver(db, clock, self._queue_by_arn_in_transaction, self._notify, self._counts.changed)
 
     @classmethod
     async def open(cls, path: str, clock: Clock, *, enforce_cooldowns: bool = False,
                    in_flight_limit: int = IN_FLIGHT_LIMIT,
                    fifo_in_flight_limit: int = IN_FLIGHT_LIMIT,
+                   counts_max_age: float = MAX_AGE_SECONDS,
                    sync_log: Callable[[int], None] = os.fdatasync) -> "QueueEngine":
         loop = asyncio.get_running_loop()
         path = os.path.realpath(path)  # SQLite keeps a symlinked file's -wal beside the target; so must we
@@ -82,11 +87,12 @@ class QueueEngine:
 
         try:
             secret, queues, highest = await db.run(prepare)
+            reads = await ReadSide.open(path)
         except BaseException:
             await db.close()
             raise
-        engine = cls(db, clock, ReceiptSigner(secret), queues, highest + 1, enforce_cooldowns,
-                     in_flight_limit, fifo_in_flight_limit)
+        engine = cls(db, reads, clock, ReceiptSigner(secret), queues, highest + 1, enforce_cooldowns,
+                     in_flight_limit, fifo_in_flight_limit, counts_max_age)
         await engine.move_tasks.resume()
         return engine
 
@@ -105,6 +111,8 @@ class QueueEngine:
         self._sweeper.cancel()
         await asyncio.gather(self._sweeper, return_exceptions=True)
         await self.move_tasks.close()
+        await self._counts.close()
+        await self._reads.close()
         await self._db.close()
 
     @property
@@ -180,6 +188,7 @@ class QueueEngine:
             self._set_queue(tx, queue.key, None)
 
         await self._db.run(delete)
+        self._counts.forget(queue.id)
         self._deleted_at[queue.key] = self._clock.now_ms()
         self._notify(queue.id)
 
@@ -197,14 +206,13 @@ class QueueEngine:
             return updated
 
         updated = await self._db.run(update)
+        self._counts.changed(queue.id)
         self._notify(queue.id)  # a shorter retention or delay may change what a waiter should see
         return updated
 
     async def queue_counts(self, queue: Queue) -> QueueCounts:
-        now = self._clock.now_ms()
-        return await self._db.run(
-            lambda tx: message_store.counts(tx.conn, self._require(queue).id, now, self._cutoff(queue, now))
-        )
+        """Approximate, as in SQS: from the read side's cache (see count_cache.py for the staleness bound)."""
+        return await self._counts.counts(queue.id, queue.retention_seconds * 1000)
 
     async def purge_queue(self, queue: Queue) -> None:
         now = self._clock.now_ms()
@@ -221,6 +229,7 @@ class QueueEngine:
             self._in_flight_estimate.pop(queue.id, None)
 
         await self._db.run(purge)
+        self._counts.changed(queue.id)
         self._purged_at[queue.id] = now
 
     # -- messages -------------------------------------------------------------
@@ -256,7 +265,9 @@ class QueueEngine:
                 tx.on_commit(lambda: self._notify(queue.id, len(stored)))
             return sent
 
-        return await self._db.run(send)
+        sent = await self._db.run(send)
+        self._counts.changed(queue.id)
+        return sent
 
     async def receive_messages(self, queue: Queue, max_messages: int, visibility_timeout: int,
                                wait_seconds: int, attempt_id: str | None = None) -> list[ReceivedMessage]:
@@ -273,7 +284,10 @@ class QueueEngine:
                 messages, next_visible, moved_to = await self._db.run(
                     lambda tx: self._claim(tx, queue, max_messages, visibility_timeout, attempt_id,
                                            short_poll=waiter is None))
+                if messages or moved_to is not None:
+                    self._counts.changed(queue.id)
                 if moved_to is not None:
+                    self._counts.changed(moved_to[0])
                     self._notify(moved_to[0], moved_to[1])
                 if messages or waiter is None:
                     return messages
@@ -311,6 +325,7 @@ class QueueEngine:
             return outcomes
 
         outcomes = await self._db.run(delete)
+        self._counts.changed(queue.id)
         if queue.id in self._at_in_flight_limit or queue.fifo:
             self._notify(queue.id, len(handles))  # a deleted message may free its group or the in-flight limit
         return outcomes
@@ -323,14 +338,14 @@ class QueueEngine:
             return [self._change_one(tx, queue, c, now) for c in changes]
 
         outcomes = await self._db.run(change)
+        self._counts.changed(queue.id)
         self._notify(queue.id, len(changes))
         return outcomes
 
     async def browse_messages(self, queue: Queue, after: int, limit: int) -> list[BrowsedMessage]:
         """The queue's messages in send order, read without receiving them (an extension to SQS)."""
         now = self._clock.now_ms()
-        rows = await self._db.run(
-            lambda tx: message_store.browse(tx.conn, self._require(queue).id, after, limit, self._cutoff(queue, now)))
+        rows = await self._reads.browse(queue.id, after, limit, self._cutoff(queue, now))
         browsed = []
         for (row_id, visible_at, receive_count, first_received, group_id, message_id, body, md5, attributes,
              trace_header, sent_at, sender_id, deduplication_id, source_arn) in rows:
@@ -461,7 +476,7 @@ class QueueEngine:
                 log.warning("retention sweep failed: %s", exc)
 
     async def sweep_expired(self) -> int:
-        """Remove messages past their queue's retention period."""
+        """Remove messages past their queue's retention period (the counts left them out already)."""
         now = self._clock.now_ms()
 
         def sweep(tx: Transaction) -> int:

@@ -1,4 +1,4 @@
-"""The message SQL: send, claim, delete, change visibility, count, sweep.
+"""The message SQL on the writer: send, claim, delete, change visibility, sweep (reads: read_side.py).
 
 Each function is one operation on the database thread (a function of a
 Transaction's connection); the engine decides when they run.
@@ -11,7 +11,7 @@ import json
 import sqlite3
 from typing import Iterable
 
-from queueserver.models import NewMessage, QueueCounts
+from queueserver.models import NewMessage
 
 # Optional text columns are bound as '' and stored as NULL (`NULLIF(?, '')`; none of them is
 # ever empty): sqlite3 binds a None in 0.3 µs (its adapter lookup fails with an exception),
@@ -165,28 +165,6 @@ def visibility_state(conn: sqlite3.Connection, queue_id: int, row_id: int) -> tu
 
 def set_visible_at(conn: sqlite3.Connection, row_id: int, visible_at_ms: int) -> None:
     conn.execute("UPDATE messages SET visible_at_ms = ? WHERE id = ?", (visible_at_ms, row_id))
-
-
-def counts(conn: sqlite3.Connection, queue_id: int, now_ms: int, cutoff_ms: int) -> QueueCounts:
-    row = conn.execute(
-        "SELECT coalesce(sum(visible_at_ms <= :now), 0),"
-        " coalesce(sum(visible_at_ms > :now AND receive_count > 0), 0),"
-        " coalesce(sum(visible_at_ms > :now AND receive_count = 0), 0)"
-        " FROM messages WHERE queue_id = :queue_id AND enqueued_at_ms > :cutoff",
-        {"now": now_ms, "queue_id": queue_id, "cutoff": cutoff_ms},
-    ).fetchone()
-    return QueueCounts(visible=int(row[0]), in_flight=int(row[1]), delayed=int(row[2]))
-
-
-def browse(conn: sqlite3.Connection, queue_id: int, after_row_id: int, limit: int, cutoff_ms: int) -> list[tuple]:
-    """Unexpired messages in send order after a row, with their payloads; changes nothing."""
-    return conn.execute(
-        "SELECT m.id, m.visible_at_ms, m.receive_count, m.first_received_at_ms, m.group_id,"
-        " b.message_id, b.body, b.md5_of_body, b.attributes, b.trace_header, b.sent_at_ms, b.sender_id,"
-        " b.deduplication_id, b.dead_letter_source_arn"
-        " FROM messages m JOIN message_bodies b ON b.id = m.id"
-        " WHERE m.queue_id = ? AND m.id > ? AND m.enqueued_at_ms > ? ORDER BY m.id LIMIT ?",
-        (queue_id, after_row_id, cutoff_ms, limit)).fetchall()
 
 
 def delete_all(conn: sqlite3.Connection, queue_id: int) -> int:

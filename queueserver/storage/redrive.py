@@ -31,11 +31,12 @@ _COLUMNS = ("handle, status, source_arn, destination_arn, rate, moved, to_move, 
 
 class Redriver:
     def __init__(self, db: Database, clock: Clock, find_queue: Callable[[str], Queue | None],
-                 notify: Callable[[int, int | None], None]) -> None:
+                 notify: Callable[[int, int | None], None], changed: Callable[[int], None]) -> None:
         self._db = db
         self._clock = clock
         self._find_queue = find_queue
         self._notify = notify
+        self._changed = changed  # whose counts a step changed: its source and destinations
         self._runners: dict[int, asyncio.Task] = {}
 
     async def resume(self) -> None:
@@ -103,27 +104,30 @@ class Redriver:
     async def _run(self, task_id: int) -> None:
         while True:
             try:
-                status, moved_to, step_size, rate = await self._db.run(lambda tx: self._step(tx, task_id))
+                status, moved_to, step_size, rate, source_id = await self._db.run(lambda tx: self._step(tx, task_id))
             except (sqlite3.Error, errors.SQSError, RuntimeError) as exc:
                 log.warning("move task %d paused by a storage error: %s", task_id, exc)
                 await asyncio.sleep(1)
                 continue
+            if moved_to:
+                self._changed(source_id)
             for queue_id, count in moved_to.items():
+                self._changed(queue_id)
                 self._notify(queue_id, count)
             if status != "RUNNING":
                 return
             # Pace to MaxNumberOfMessagesPerSecond; otherwise just let other work in.
             await asyncio.sleep(step_size / rate if rate else 0)
 
-    def _step(self, tx: Transaction, task_id: int) -> tuple[str, Counter[int], int, int | None]:
+    def _step(self, tx: Transaction, task_id: int) -> tuple[str, Counter[int], int, int | None, int]:
         conn = tx.conn
         (_, status, source_arn, destination_arn, rate, _, _, _, _, _, source_id, last_row_id) = conn.execute(
             f"SELECT {_COLUMNS} FROM move_tasks WHERE id = ?", (task_id,)).fetchone()
         if status == "CANCELLING":
             conn.execute("UPDATE move_tasks SET status = 'CANCELLED' WHERE id = ?", (task_id,))
-            return "CANCELLED", Counter(), 0, rate
+            return "CANCELLED", Counter(), 0, rate, source_id
         if status != "RUNNING":
-            return status, Counter(), 0, rate
+            return status, Counter(), 0, rate, source_id
         now = self._clock.now_ms()
         step_size = max(1, min(CHUNK, rate // 10)) if rate else CHUNK  # ~10 paced steps a second
         source = self._find_queue(source_arn)
@@ -135,7 +139,7 @@ class Redriver:
             (source_id, last_row_id, now, cutoff, step_size)).fetchall()
         if not rows:
             conn.execute("UPDATE move_tasks SET status = 'COMPLETED' WHERE id = ?", (task_id,))
-            return "COMPLETED", Counter(), 0, rate
+            return "COMPLETED", Counter(), 0, rate, source_id
         moves = []
         for row_id, origin_arn in rows:
             arn = destination_arn or origin_arn
@@ -156,4 +160,4 @@ class Redriver:
                          [(m[3],) for m in moves])
         conn.execute("UPDATE move_tasks SET moved = moved + ? WHERE id = ?", (len(moves), task_id))
         status = conn.execute("SELECT status FROM move_tasks WHERE id = ?", (task_id,)).fetchone()[0]
-        return status, Counter(m[0] for m in moves), len(moves), rate
+        return status, Counter(m[0] for m in moves), len(moves), rate, source_id

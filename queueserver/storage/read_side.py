@@ -1,0 +1,168 @@
+"""The read side: read-only SQLite connections, driven through aiosqlite, for everything that only looks.
+
+Which reads go where, and why:
+
+- **The writer thread** (`database.py`) runs every write, every claim, and every read that must see
+  its own group's uncommitted changes (a claim's candidates, a delete's receipt check, CreateQueue's
+  "does it exist"). One connection, one hand-off per group: grouped commits need it.
+- **The read side** (this module) runs reads that change nothing and may see the last COMMIT:
+  queue counts for GetQueueAttributes (through `count_cache.py`), QueueserverBrowseMessages, and
+  `queueserver check`; metrics and a console belong here too. In WAL mode a reader never blocks the
+  writer and never waits for it, so a count over a million rows no longer holds up every send
+  behind it on the one database thread. Each connection has an aiosqlite thread of its own (so
+  several readers run at once, and the event loop never blocks on SQLite).
+- **Memory** (the engine's committed queue view) answers what is read on every request: queue
+  URLs, attributes, ListQueues and ListDeadLetterSourceQueues. They stay there: a read connection
+  would only add a hand-off, and the memory view is exact at COMMIT (read-your-writes: CreateQueue
+  then GetQueueAttributes shows the attributes set).
+
+Read-your-writes: a read begins after the COMMIT of every change already answered (results come at
+COMMIT), so it sees them; counts are approximate by SQS's definition and may be served from a
+cache (see `count_cache.py`), attributes never are.
+
+The WAL checkpoint: a reader's open transaction pins the log's frames after its snapshot, so every
+read here is one statement in autocommit mode (one snapshot, released as the statement ends) and no
+connection holds a transaction between reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from pathlib import Path
+from typing import AsyncIterator
+
+import aiosqlite
+
+from queueserver.models import QueueCounts
+
+READERS = 2  # the event loop and the writer use the rest of a small machine
+FILE_CHECK_SECONDS = 0.25  # as often as the writer looks whether its file was replaced
+Identity = tuple[int, int] | None
+
+# One statement, one snapshot. Counting rows one by one through the table costs ~130 ms a
+# million messages; here the visible ones are counted in the visibility index alone (~25 ms a
+# million), and only hidden (in flight, delayed) and expired rows are read from the table.
+# `next_change` is when the counts change without a write: a hidden message shows, or one expires.
+_COUNTS = """
+WITH hidden AS (
+    SELECT coalesce(sum(receive_count > 0), 0) AS in_flight, coalesce(sum(receive_count = 0), 0) AS delayed,
+           min(visible_at_ms) AS next_visible
+    FROM messages INDEXED BY messages_by_visibility
+    WHERE queue_id = :queue_id AND visible_at_ms > :now AND enqueued_at_ms > :cutoff)
+SELECT
+    (SELECT count(*) FROM messages INDEXED BY messages_by_visibility
+     WHERE queue_id = :queue_id AND visible_at_ms <= :now)
+    - (SELECT count(*) FROM messages INDEXED BY messages_by_enqueue
+       WHERE queue_id = :queue_id AND enqueued_at_ms <= :cutoff AND visible_at_ms <= :now),
+    in_flight, delayed, next_visible,
+    (SELECT min(enqueued_at_ms) FROM messages INDEXED BY messages_by_enqueue
+     WHERE queue_id = :queue_id AND enqueued_at_ms > :cutoff)
+FROM hidden
+"""
+
+# A keyset page through messages_by_queue (migration 0002): the same cost at any depth.
+# `+enqueued_at_ms` keeps the planner off messages_by_enqueue, which would sort the whole queue.
+_BROWSE = (
+    "SELECT m.id, m.visible_at_ms, m.receive_count, m.first_received_at_ms, m.group_id,"
+    " b.message_id, b.body, b.md5_of_body, b.attributes, b.trace_header, b.sent_at_ms, b.sender_id,"
+    " b.deduplication_id, b.dead_letter_source_arn"
+    " FROM messages m INDEXED BY messages_by_queue JOIN message_bodies b ON b.id = m.id"
+    " WHERE m.queue_id = ? AND m.id > ? AND +m.enqueued_at_ms > ? ORDER BY m.id LIMIT ?"
+)
+
+_QUEUE_TOTALS = (
+    "SELECT q.region, q.account, q.name,"
+    " (SELECT count(*) FROM messages WHERE queue_id = q.id),"
+    " (SELECT count(*) FROM messages INDEXED BY messages_by_visibility"
+    "  WHERE queue_id = q.id AND visible_at_ms > ? AND receive_count > 0)"
+    " FROM queues q ORDER BY q.region, q.account, q.name"
+)
+
+
+class ReadSide:
+    """A few read-only connections; each read takes an idle one for one statement."""
+
+    def __init__(self, path: str, connections: list[tuple[aiosqlite.Connection, Identity]]) -> None:
+        self._path = path
+        self._identity = _identity(path)
+        self._checked_at = time.monotonic()
+        self._idle: asyncio.Queue[tuple[aiosqlite.Connection, Identity]] = asyncio.Queue()
+        for item in connections:
+            self._idle.put_nowait(item)
+        self._count = len(connections)
+
+    @classmethod
+    async def open(cls, path: str, readers: int = READERS) -> "ReadSide":
+        """Open `readers` connections to an existing database (the writer created and migrated it)."""
+        connections: list[tuple[aiosqlite.Connection, Identity]] = []
+        try:
+            for _ in range(readers):
+                connections.append(await _connect(path))
+        except BaseException:
+            for conn, _ in connections:
+                await conn.close()
+            raise
+        return cls(path, connections)
+
+    async def close(self) -> None:
+        for _ in range(self._count):
+            conn, _ = await self._idle.get()
+            await conn.close()
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[aiosqlite.Connection]:
+        conn, identity = await self._idle.get()
+        try:
+            if time.monotonic() - self._checked_at >= FILE_CHECK_SECONDS:
+                self._checked_at = time.monotonic()
+                self._identity = _identity(self._path)
+            if identity != self._identity and self._identity is not None:
+                # The writer put a deleted file back as a new one: read that, not the old one.
+                fresh = await _connect(self._path)
+                await conn.close()
+                conn, identity = fresh
+            yield conn
+        finally:
+            self._idle.put_nowait((conn, identity))
+
+    async def counts(self, queue_id: int, now_ms: int, cutoff_ms: int) -> tuple[QueueCounts, int | None]:
+        """The queue's counts at `now_ms`, and the instant they next change without a write (None: never)."""
+        async with self._connection() as conn:
+            rows = await conn.execute_fetchall(_COUNTS, {"queue_id": queue_id, "now": now_ms, "cutoff": cutoff_ms})
+        visible, in_flight, delayed, next_visible, oldest = next(iter(rows))
+        expiry = None if oldest is None else oldest + (now_ms - cutoff_ms)
+        changes = [t for t in (next_visible, expiry) if t is not None]
+        return QueueCounts(visible=int(visible), in_flight=int(in_flight), delayed=int(delayed)), \
+            min(changes, default=None)
+
+    async def browse(self, queue_id: int, after_row_id: int, limit: int, cutoff_ms: int) -> list[tuple]:
+        """Unexpired messages in send order after a row, with their payloads."""
+        async with self._connection() as conn:
+            return list(await conn.execute_fetchall(_BROWSE, (queue_id, after_row_id, cutoff_ms, limit)))
+
+    async def queue_totals(self, now_ms: int) -> list[tuple[str, str, str, int, int]]:
+        """(region, account, name, messages stored, in flight) of every queue, for `queueserver check`."""
+        async with self._connection() as conn:
+            return [tuple(row) for row in await conn.execute_fetchall(_QUEUE_TOTALS, (now_ms,))]
+
+
+async def _connect(path: str) -> tuple[aiosqlite.Connection, Identity]:
+    identity = _identity(path)
+    conn = await aiosqlite.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+    try:
+        await conn.execute("PRAGMA busy_timeout=5000")  # only a log recovery makes a reader wait
+    except BaseException:
+        await conn.close()
+        raise
+    return conn, identity
+
+
+def _identity(path: str) -> Identity:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return (status.st_dev, status.st_ino)

@@ -1,0 +1,94 @@
+"""Counts and browse from the read side: exact for a small queue after every kind of change,
+and browse pages complete and in send order while sends go on."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from sqs_testkit import Counts, counts, raw_json_call, receive
+
+
+def browse(endpoint: str, queue_url: str, **members: Any) -> dict[str, Any]:
+    response = raw_json_call(endpoint, "QueueserverBrowseMessages", {"QueueUrl": queue_url, **members})
+    assert response.status == 200, response.body
+    return response.json()
+
+
+def test_counts_follow_sends_receives_deletes_visibility_ends_delays_and_expiry(sqs: Any, clock: Any,
+                                                                               make_queue: Any) -> None:
+    url = make_queue({"MessageRetentionPeriod": "600"})
+    assert counts(sqs, url) == Counts(0, 0, 0)
+    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(3)])
+    sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=60)
+    assert counts(sqs, url) == Counts(3, 0, 1)
+    first, second = receive(sqs, url, MaxNumberOfMessages=2, VisibilityTimeout=30)
+    assert counts(sqs, url) == Counts(1, 2, 1)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
+    assert counts(sqs, url) == Counts(1, 1, 1)
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=second["ReceiptHandle"], VisibilityTimeout=0)
+    assert counts(sqs, url) == Counts(2, 0, 1)
+    [third] = receive(sqs, url, MaxNumberOfMessages=1, VisibilityTimeout=30)
+    assert counts(sqs, url) == Counts(1, 1, 1)
+    clock.advance(30)
+    assert counts(sqs, url) == Counts(2, 0, 1), "its visibility timeout ended"
+    clock.advance(30)
+    assert counts(sqs, url) == Counts(3, 0, 0), "its delay ended"
+    clock.advance(600)
+    assert counts(sqs, url) == Counts(0, 0, 0), "past the retention period"
+
+
+def test_counts_after_a_purge_and_from_many_concurrent_callers_agree_with_the_queue(
+        sqs: Any, server: Any, make_client: Any, make_queue: Any) -> None:
+    url = make_queue()
+    for start in range(0, 50, 10):
+        sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"}
+                                                      for i in range(start, start + 10)])
+    receive(sqs, url, MaxNumberOfMessages=10, VisibilityTimeout=300)
+    clients = [make_client(server.endpoint) for _ in range(8)]
+    with ThreadPoolExecutor(len(clients)) as pool:
+        seen = list(pool.map(lambda c: counts(c, url), clients * 4))
+    assert set(seen) == {Counts(40, 10, 0)}
+    sqs.purge_queue(QueueUrl=url)
+    assert counts(sqs, url) == Counts(0, 0, 0)
+
+
+def test_browse_pages_are_complete_and_in_send_order_while_messages_are_sent(
+        sqs: Any, server: Any, make_client: Any, make_queue: Any) -> None:
+    url = make_queue()
+    for start in range(0, 300, 10):
+        sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"a{i}"}
+                                                      for i in range(start, start + 10)])
+    sender = make_client(server.endpoint)
+    failures: list[BaseException] = []
+
+    def send_more() -> None:
+        try:
+            for i in range(200):
+                sender.send_message(QueueUrl=url, MessageBody=f"b{i}")
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            failures.append(exc)
+
+    thread = threading.Thread(target=send_more)
+    thread.start()
+    bodies: list[str] = []
+    token: str | None = None
+    try:
+        while True:
+            page = browse(server.endpoint, url, MaxNumberOfMessages=7, **({"NextToken": token} if token else {}))
+            for message in page["Messages"]:
+                bodies.append(message["Body"])
+            token = page.get("NextToken")
+            if token is None:
+                break
+            seen_b = [b for b in bodies if b.startswith("b")]
+            assert seen_b == [f"b{i}" for i in range(len(seen_b))], "no concurrent send is skipped"
+    finally:
+        thread.join()
+    assert not failures
+    assert bodies[:300] == [f"a{i}" for i in range(300)]
+    # What was sent after the last page was read comes on the pages after it.
+    rest = browse(server.endpoint, url, MaxNumberOfMessages=1000)["Messages"]
+    tail = [m["Body"] for m in rest][len(bodies):]
+    assert bodies + tail == [f"a{i}" for i in range(300)] + [f"b{i}" for i in range(200)]
