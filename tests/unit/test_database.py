@@ -234,14 +234,14 @@ def test_a_read_of_a_commit_whose_sync_fails_is_not_acknowledged(tmp_path: Path)
 def test_a_writing_group_is_counted_before_its_results_go_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Else an answer could pass `durable` before its own commit is counted, and leave unsynced."""
     counted_at_delivery: list[int] = []
-    deliver = database._call_on_loops
+    deliver = database.call_on_loops
 
     async def scenario(db: Database, sync: GatedSync) -> None:
         def spy(calls: Any) -> None:
             counted_at_delivery.append(db._groups_written)
             deliver(calls)
 
-        monkeypatch.setattr(database, "_call_on_loops", spy)
+        monkeypatch.setattr(database, "call_on_loops", spy)
         assert await db.run(insert(1)) == 1
         assert counted_at_delivery[0] == 1
 
