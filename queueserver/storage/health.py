@@ -32,7 +32,7 @@ class Health:
         with self._lock:
             return dict(self._ended)
 
-    def ended(self, name: str, reason: str) -> None:
+    def ended(self, name: str, reason: str, exc: BaseException | None = None) -> None:
         if self.stopping:
             return
         with self._lock:
@@ -40,21 +40,21 @@ class Health:
                 return
             self._ended[name] = reason
         log.critical("%s ended while the server runs (%s); the server is degraded until it is restarted",
-                     name, reason)
+                     name, reason, exc_info=exc)
 
     def watch_task(self, task: asyncio.Task, name: str, may_return: bool = False) -> None:
         """Report `task` if it finishes before shutdown: by any end, or (`may_return`) only by an exception."""
         def done(finished: asyncio.Task) -> None:
             if may_return and not finished.cancelled() and finished.exception() is None:
                 return
+            exc = None if finished.cancelled() else finished.exception()
             if finished.cancelled():
                 reason = "cancelled"
-            elif finished.exception() is not None:
-                exc = finished.exception()
+            elif exc is not None:
                 reason = f"{type(exc).__name__}: {exc}"
             else:
                 reason = "it returned"
-            self.ended(name, reason)
+            self.ended(name, reason, exc)
 
         task.add_done_callback(done)
 
@@ -63,9 +63,9 @@ class Health:
         def run() -> None:
             try:
                 target()
-            except BaseException as exc:  # noqa: BLE001 - reported, and the thread is over anyway
-                self.ended(name, f"{type(exc).__name__}: {exc}")
-                raise
+            except BaseException as exc:  # noqa: BLE001 - reported with its traceback; the thread is over anyway
+                self.ended(name, f"{type(exc).__name__}: {exc}", exc)
+                return
             self.ended(name, "it returned")
 
         return run
