@@ -71,8 +71,10 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self._engine = engine
         self._host = host
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def startup(self, sockets: Any = None) -> None:
+        self._loop = asyncio.get_running_loop()
         await super().startup(sockets)
         if self.should_exit:
             return
@@ -85,7 +87,10 @@ class _Server(uvicorn.Server):
         # uvicorn re-raises the signal once serving stops, which would kill the process
         # before the database is closed; the shutdown is clean, so exit 0 instead.
         self._captured_signals.clear()
-        self._engine.begin_shutdown()
+        # The handler runs between two bytecodes of whatever the loop's thread was doing (say,
+        # between a notify's done() and set_result()); the shutdown itself runs as a loop step.
+        if self._loop is not None:  # None: a signal before serving began; nobody waits yet
+            self._loop.call_soon_threadsafe(self._engine.begin_shutdown)
 
 
 async def serve(config: ServerConfig) -> None:

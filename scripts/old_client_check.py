@@ -3,8 +3,9 @@
     python scripts/old_client_check.py --endpoint http://127.0.0.1:PORT
 
 botocore 1.31.80 is the last release whose SQS model is protocol "query" (1.31.81 switched SQS to
-JSON). The first run creates a virtual environment under the repo's `.cache/` and installs
-boto3 1.28.80 with botocore 1.31.80 into it from the package registry; later runs reuse it. The
+JSON). The first run (or `--prepare`, which .ci/run calls before the tests) creates a virtual environment
+under the repo's `.cache/` and installs boto3 1.28.80 with botocore 1.31.80 into it from the
+package registry; later runs reuse it (`--no-install`, as the tests run it, refuses to download). The
 script then re-runs itself with that environment's Python (`--run`), where it does a
 send/receive/delete/attributes/tags/permissions/batch/error round trip with the client and the
 resource API, checking every request it sends is a Query request. Exit status 0 means it passed.
@@ -190,13 +191,25 @@ def round_trip(endpoint: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--endpoint", required=True, help="the queueserver URL, e.g. http://127.0.0.1:9324")
+    parser.add_argument("--endpoint", help="the queueserver URL, e.g. http://127.0.0.1:9324")
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help="where the old boto3 is installed")
+    parser.add_argument("--prepare", action="store_true",
+                        help="only build the environment (from the package registry), for .ci/run to do before the tests")
+    parser.add_argument("--no-install", action="store_true",
+                        help="fail instead of installing if the environment is not ready (the tests never download)")
     parser.add_argument("--run", action="store_true", help=argparse.SUPPRESS)  # inside the old environment
     args = parser.parse_args()
+    if args.prepare:
+        print(f"old boto3 ready in {ensure_venv(args.venv)}")
+        return
+    if not args.endpoint:
+        parser.error("--endpoint is required")
     if args.run:
         print(round_trip(args.endpoint))
         return
+    if args.no_install and not _usable(args.venv):
+        raise SystemExit(f"{BOTO3} is not prepared in {args.venv}: run `python scripts/old_client_check.py --prepare` "
+                         "first (.ci/run does); the tests do not download packages")
     venv = ensure_venv(args.venv)
     result = subprocess.run([str(_python(venv)), str(Path(__file__).resolve()), "--run",
                              "--endpoint", args.endpoint], check=False)

@@ -37,6 +37,9 @@ import time
 from typing import Any, Callable, TypeVar
 
 from queueserver import errors
+from queueserver.storage import write_back
+from queueserver.storage.health import Health
+from queueserver.storage.loop_calls import call_on_loops, resolve, yield_to_the_event_loop
 from queueserver.storage.sqlite_file import connect, describe, lock_file
 
 log = logging.getLogger(__name__)
@@ -86,18 +89,20 @@ class Database:
     """The database thread. `run` submits an operation and awaits its result, which comes at
     COMMIT; `durable` waits until that (and every other commit so far) is on disk.
 
-    SQLite failures (disk full, read-only, locked, I/O errors) fail the operations of
-    that group with ServiceUnavailable and nothing is acknowledged; the next group
-    tries again, so the server recovers by itself when the condition clears.
-    `sync_log` makes the write-ahead log durable (`os.fdatasync`; tests inject one).
+    SQLite failures (disk full, read-only, locked, I/O errors), and any other failure inside
+    a group, fail the operations of that group with ServiceUnavailable and nothing is
+    acknowledged; the thread carries on and the next group tries again, so the server
+    recovers by itself when the condition clears. `sync_log` makes the write-ahead log
+    durable (`os.fdatasync`; tests inject one). `health` hears of a thread that ends anyway.
     """
 
     def __init__(self, conn: sqlite3.Connection, path: str, lock: Any = None, max_group: int = 256,
-                 sync_log: Callable[[int], None] = os.fdatasync) -> None:
-        self._conn = conn
+                 sync_log: Callable[[int], None] = os.fdatasync, health: Health | None = None) -> None:
+        self._conn: sqlite3.Connection | None = conn  # None between a write-back and the reopening of the file
+        self.health = health or Health()
         self._lock = lock
         self._path = path
-        self._identity = _identity(path)
+        self._identity = write_back.identity(path)
         self._checked_at = 0.0
         self._max_group = max_group
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -107,11 +112,14 @@ class Database:
         self._barriers: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future]] = []
         self._barrier_lock = threading.Lock()
         self._sync_log = sync_log
-        self._log_fd = _open_log(path)
+        self._log_fd = write_back.open_log(path)
         self._changes = conn.total_changes
         self._unsynced: errors.SQSError | None = None  # set for good by a failed fsync
-        self._thread = threading.Thread(target=self._serve, name="queueserver-sqlite", daemon=True)
-        self._syncer = threading.Thread(target=self._sync_forever, name="queueserver-fsync", daemon=True)
+        self._restoring = False  # a deleted file is being written back (logged once)
+        self._thread = threading.Thread(target=self.health.thread_target("the database thread", self._serve),
+                                        name="queueserver-sqlite", daemon=True)
+        self._syncer = threading.Thread(target=self.health.thread_target("the fsync thread", self._sync_forever),
+                                        name="queueserver-fsync", daemon=True)
         self._closed = False
         self._failing: str | None = None  # the outage logged last, until its recovery is logged
         self._recovering_since: float | None = None
@@ -150,19 +158,21 @@ class Database:
         if self._closed:
             return
         self._closed = True
+        self.health.stopping = True
         self._inbox.put(_STOP)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._thread.join)
         self._committed.put(_STOP)
         await loop.run_in_executor(None, self._syncer.join)
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
         if self._log_fd is not None:
             os.close(self._log_fd)
         if self._lock is not None:
             self._lock.close()
 
     def _serve(self) -> None:
-        _yield_to_the_event_loop()
+        yield_to_the_event_loop()
         while True:
             try:
                 first = self._inbox.get(timeout=RECOVERY_SECONDS if self._recovering_since else IDLE_CHECK_SECONDS)
@@ -170,8 +180,9 @@ class Database:
                 self._note_recovery()
                 try:
                     self._check_file()
-                except (sqlite3.Error, OSError, errors.SQSError) as exc:
-                    log.error("database file check failed: %s", exc)
+                    self._connection()
+                except Exception as exc:  # noqa: BLE001 - the idle check must not end the thread
+                    self._storage_error(exc)
                 continue
             if first is _STOP:
                 return
@@ -187,12 +198,15 @@ class Database:
                     stop = True
                     break
                 group.append(item)
-            self._run_group(group)
+            try:
+                self._run_group(group)
+            except BaseException as exc:  # noqa: BLE001 - whatever went wrong, this thread keeps serving
+                self._fail_group(group, exc)
             if stop:
                 return
 
     def _run_group(self, group: list[_Operation]) -> None:
-        conn = self._conn
+        conn: sqlite3.Connection | None = None
         outcomes: list[tuple[bool, Any]] = []
         undo: list[Callable[[], object]] = []
         committed_hooks: list[tuple[asyncio.AbstractEventLoop, Callable[[], object]]] = []
@@ -201,11 +215,11 @@ class Database:
             if self._unsynced is not None:  # a failed fsync: nothing more is run
                 raise self._unsynced
             self._check_file()
-            conn = self._conn
+            conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
-        except (sqlite3.Error, OSError, errors.SQSError) as exc:  # SQSError: the file was replaced, or unsynced
+        except Exception as exc:  # noqa: BLE001 - SQSError: the file was replaced, or unsynced
             aborted = exc
-        for op in group if aborted is None else ():
+        for op in group if conn is not None and aborted is None else ():
             tx = Transaction(conn)
             try:
                 conn.execute("SAVEPOINT op")
@@ -231,13 +245,13 @@ class Database:
                 undo.extend(tx._undo)
                 if tx._on_commit:
                     committed_hooks.extend((op.loop, hook) for hook in tx._on_commit)
-        if aborted is None:
+        if aborted is None and conn is not None:
             try:
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 aborted = exc
         if aborted is not None:
-            if conn.in_transaction:
+            if conn is not None and conn.in_transaction:
                 try:
                     conn.execute("ROLLBACK")
                 except sqlite3.Error:
@@ -246,9 +260,11 @@ class Database:
                 hook()
             failure = aborted if isinstance(aborted, errors.SQSError) else self._storage_error(aborted)
             outcomes = [(False, failure)] * len(group)
-        changes = conn.total_changes
-        wrote = changes != self._changes
-        self._changes = changes
+        wrote = False
+        if conn is not None and conn is self._conn:
+            changes = conn.total_changes
+            wrote = changes != self._changes
+            self._changes = changes
         if wrote:  # counted before the results go out, so that their `durable` waits for this group
             self._groups_written += 1
             self._committed.put(self._groups_written)
@@ -256,7 +272,7 @@ class Database:
                 and not any(isinstance(value, errors.ServiceUnavailable) for _, value in outcomes)):
             self._recovering_since = time.monotonic()
         # Hooks first, then the results: one wake-up of each loop for the group.
-        _call_on_loops(committed_hooks + [(op.loop, functools.partial(_resolve, op.future, ok, value))
+        call_on_loops(committed_hooks + [(op.loop, functools.partial(resolve, op.future, ok, value))
                                           for op, (ok, value) in zip(group, outcomes)])
 
     def _sync_forever(self) -> None:
@@ -299,7 +315,7 @@ class Database:
                 released, self._barriers = self._barriers, []
         if released:
             ok, value = self._unsynced is None, self._unsynced
-            _call_on_loops([(loop, functools.partial(_resolve, future, ok, value)) for _, loop, future in released])
+            call_on_loops([(loop, functools.partial(resolve, future, ok, value)) for _, loop, future in released])
 
     def _storage_error(self, exc: BaseException) -> errors.SQSError:
         reason = describe(exc)
@@ -318,102 +334,69 @@ class Database:
             self._failing = None
             self._recovering_since = None
 
+    def _fail_group(self, group: list[_Operation], exc: BaseException) -> None:
+        """A failure `_run_group` did not foresee: roll back, answer 503 to the group, carry on."""
+        log.exception("a commit group failed unexpectedly; its requests get 503 and the server carries on")
+        conn = self._conn
+        if conn is not None:
+            try:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+        failure = self._storage_error(exc)
+        call_on_loops([(op.loop, functools.partial(resolve, op.future, False, failure)) for op in group])
+
+    def _connection(self) -> sqlite3.Connection:
+        """The open connection, or the restored file opened again (after a write-back whose reopening failed)."""
+        if self._conn is not None:
+            return self._conn
+        conn = connect(self._path)
+        try:
+            log_fd = write_back.open_log(self._path)
+        except OSError:
+            conn.close()
+            raise
+        self._conn, self._changes = conn, conn.total_changes
+        old_fd, self._log_fd = self._log_fd, log_fd
+        if old_fd is not None:
+            os.close(old_fd)
+        self._restoring = False
+        log.warning("the database file %s is restored", self._path)
+        return conn
+
     def _check_file(self) -> None:
         """Put the database file back if it was deleted while we ran (our connection still has it all).
 
         At most every FILE_CHECK_SECONDS: a stat per commit group cost ~20 % of this thread's time
         under load, and everything written meanwhile is in the connection and is written back too.
+        A failure leaves the old connection open and whole (see write_back); the next check retries.
         """
         now = time.monotonic()
         if now - self._checked_at < FILE_CHECK_SECONDS:
+            if self._restoring:  # nothing is acknowledged into a deleted file that a crash would take along
+                raise errors.ServiceUnavailable(
+                    f"The message store is unavailable: {self._path} was deleted and is not written back yet.")
             return
         self._checked_at = now
-        if self._path == ":memory:" or _identity(self._path) == self._identity:
+        if self._path == ":memory:" or write_back.identity(self._path) == self._identity:
             return
         if os.path.exists(self._path):
             raise errors.ServiceUnavailable(
                 f"The message store is unavailable: {self._path} was replaced by another file while the server ran.")
-        log.error("the database file %s was deleted while the server ran; writing it back from the open database",
-                  self._path)
+        if not self._restoring:
+            log.error("the database file %s was deleted while the server ran; writing it back from the open "
+                      "database", self._path)
+            self._restoring = True
+        assert self._conn is not None  # the identity only changes back after the old connection is closed
         drained = threading.Event()  # the syncer must be done with the old log before it is closed
         self._committed.put(drained)
         drained.wait()
-        temporary = f"{self._path}.restore-{os.getpid()}"
-        target = sqlite3.connect(temporary)
-        try:
-            self._conn.backup(target)
-        finally:
-            target.close()
-        self._conn.close()
-        os.replace(temporary, self._path)
-        _sync_directory(self._path)  # the rename itself must survive a power cut
-        self._conn = connect(self._path)
-        self._changes = self._conn.total_changes
-        old_fd, self._log_fd = self._log_fd, _open_log(self._path)
-        if old_fd is not None:
-            os.close(old_fd)
-        self._identity = _identity(self._path)
+        write_back.restore(self._conn, self._path)
+        self._identity = write_back.identity(self._path)
         if self._lock is not None:  # the old lock is on the deleted file; a second server would find this one free
             old_lock, self._lock = self._lock, lock_file(self._path)
             old_lock.close()
-        log.warning("the database file %s is restored", self._path)
-
-
-def _yield_to_the_event_loop() -> None:
-    """Make this thread a batch thread (Linux): woken by a new operation, it does not preempt the
-    event loop on a shared core, but runs when the loop next waits, and takes as one group what
-    the loop read meanwhile. Measured on one core under 16 clients: a burst of 16 requests
-    became one group and one fsync instead of a group of one and one of 15."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-    except (AttributeError, OSError):  # not Linux, or not allowed: only the grouping suffers
-        pass
-
-
-def _resolve(future: asyncio.Future, ok: bool, value: Any) -> None:
-    if future.done():  # cancelled: its client has gone
-        return
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
-
-
-def _call_on_loops(calls: list[tuple[asyncio.AbstractEventLoop, Callable[[], object]]]) -> None:
-    """Run callbacks on their event loops, in order: one wake-up of each loop."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[Callable[[], object]]] = {}
-    for loop, callback in calls:
-        by_loop.setdefault(loop, []).append(callback)
-
-    def run_all(callbacks: list[Callable[[], object]]) -> None:
-        for callback in callbacks:
-            callback()
-
-    for loop, callbacks in by_loop.items():
-        try:
-            loop.call_soon_threadsafe(run_all, callbacks)
-        except RuntimeError:  # the loop is gone; nobody is waiting
-            pass
-
-
-def _sync_directory(path: str) -> None:
-    directory = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
-def _open_log(path: str) -> int | None:
-    """A descriptor of PATH-wal to fsync (None for an in-memory database, which has no log)."""
-    if path == ":memory:":
-        return None
-    return os.open(f"{path}-wal", os.O_RDONLY | os.O_CLOEXEC)
-
-
-def _identity(path: str) -> tuple[int, int] | None:
-    try:
-        status = os.stat(path)
-    except OSError:
-        return None
-    return (status.st_dev, status.st_ino)
+        old, self._conn = self._conn, None
+        old.close()  # it deletes PATH-wal and PATH-shm, which the restored file would otherwise share
+        self._connection()

@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import random
-import sqlite3
 from typing import Awaitable, Callable
 
 from queueserver import errors, limits
@@ -68,7 +67,9 @@ class QueueEngine:
         self._purged_at: dict[int, int] = {}
         self._waiters = Waiters(clock, asyncio.get_running_loop())
         self._loop = asyncio.get_running_loop()
+        self.health = db.health  # what a readiness check reports: False once a background worker ended
         self._sweeper = asyncio.create_task(self._sweep_forever())
+        self.health.watch_task(self._sweeper, "the retention sweeper")
         self.move_tasks = Redriver(db, clock, self._queue_by_arn_in_transaction, self._notify, self._counts.changed)
 
     @classmethod
@@ -107,6 +108,7 @@ class QueueEngine:
         self._waiters.close()
 
     async def close(self) -> None:
+        self.health.stopping = True
         self.begin_shutdown()
         self._sweeper.cancel()
         await asyncio.gather(self._sweeper, return_exceptions=True)
@@ -468,12 +470,22 @@ class QueueEngine:
     # -- retention ------------------------------------------------------------
 
     async def _sweep_forever(self) -> None:
+        """Sweep every SWEEP_INTERVAL_SECONDS, whatever fails: after a full disk, this is what frees space.
+        A failure is logged once (storage failures arrive as ServiceUnavailable), and so is the recovery."""
+        failing = False
         while True:
             await asyncio.sleep(SWEEP_INTERVAL_SECONDS)
             try:
-                await self.sweep_expired()
-            except (sqlite3.Error, RuntimeError) as exc:
-                log.warning("retention sweep failed: %s", exc)
+                removed = await self.sweep_expired()
+            except Exception as exc:  # noqa: BLE001 - the sweeper must outlive any failure
+                if not failing:
+                    log.error("retention sweep failed, retrying every %.0f s: %s", SWEEP_INTERVAL_SECONDS,
+                              getattr(exc, "message", None) or exc)
+                    failing = True
+                continue
+            if failing:
+                log.warning("retention sweep works again (%d expired messages removed)", removed)
+                failing = False
 
     async def sweep_expired(self) -> int:
         """Remove messages past their queue's retention period (the counts left them out already)."""

@@ -12,7 +12,6 @@ import asyncio
 import base64
 import json
 import logging
-import sqlite3
 import uuid
 from collections import Counter
 from typing import Callable
@@ -49,6 +48,7 @@ class Redriver:
             self._launch(task_id)
 
     async def close(self) -> None:
+        self._db.health.stopping = True
         for runner in self._runners.values():
             runner.cancel()
         await asyncio.gather(*self._runners.values(), return_exceptions=True)
@@ -98,17 +98,26 @@ class Redriver:
 
     def _launch(self, task_id: int) -> None:
         runner = asyncio.create_task(self._run(task_id))
+        self._db.health.watch_task(runner, f"move task {task_id}", may_return=True)
         self._runners[task_id] = runner
         runner.add_done_callback(lambda _: self._runners.pop(task_id, None))
 
     async def _run(self, task_id: int) -> None:
+        """Step until the task ends; any failure pauses it (logged once) and it tries again each second."""
+        paused = False
         while True:
             try:
                 status, moved_to, step_size, rate, source_id = await self._db.run(lambda tx: self._step(tx, task_id))
-            except (sqlite3.Error, errors.SQSError, RuntimeError) as exc:
-                log.warning("move task %d paused by a storage error: %s", task_id, exc)
+            except Exception as exc:  # noqa: BLE001 - a task must outlive any failure
+                if not paused:
+                    log.warning("move task %d paused by a failure, retrying every second: %s", task_id,
+                                getattr(exc, "message", None) or exc)
+                    paused = True
                 await asyncio.sleep(1)
                 continue
+            if paused:
+                log.warning("move task %d resumed", task_id)
+                paused = False
             if moved_to:
                 self._changed(source_id)
             for queue_id, count in moved_to.items():

@@ -105,7 +105,13 @@ def _probe_write(conn: sqlite3.Connection) -> None:
         conn.execute("INSERT OR REPLACE INTO settings (key, value) VALUES ('write_probe', x'01')")
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        # SQLite has often rolled back already (a full disk, an I/O error): a second ROLLBACK would
+        # fail with "no transaction is active" and hide the real cause.
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
         raise
 
 

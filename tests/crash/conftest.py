@@ -128,3 +128,18 @@ def sqs_client() -> Any:
         return make_client(endpoint, read_timeout=read_timeout)
 
     return factory
+
+
+@pytest.fixture
+def powercut(tmp_path: Path, servers: Servers) -> Iterator[Any]:
+    """A powercut_fs.py mount at tmp_path/mnt over tmp_path/disk (see powerkit); gone at teardown."""
+    require_root()
+    from powerkit import PowerCutMount
+
+    fs = PowerCutMount(tmp_path / "disk", tmp_path / "mnt", servers.log_dir)
+    fs.mount()
+    try:
+        yield fs
+    finally:
+        servers.kill_all()
+        fs.kill()

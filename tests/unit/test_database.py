@@ -234,15 +234,35 @@ def test_a_read_of_a_commit_whose_sync_fails_is_not_acknowledged(tmp_path: Path)
 def test_a_writing_group_is_counted_before_its_results_go_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Else an answer could pass `durable` before its own commit is counted, and leave unsynced."""
     counted_at_delivery: list[int] = []
-    deliver = database._call_on_loops
+    deliver = database.call_on_loops
 
     async def scenario(db: Database, sync: GatedSync) -> None:
         def spy(calls: Any) -> None:
             counted_at_delivery.append(db._groups_written)
             deliver(calls)
 
-        monkeypatch.setattr(database, "_call_on_loops", spy)
+        monkeypatch.setattr(database, "call_on_loops", spy)
         assert await db.run(insert(1)) == 1
         assert counted_at_delivery[0] == 1
+
+    run(tmp_path, scenario)
+
+
+def test_an_unforeseen_failure_inside_a_group_answers_503_and_the_thread_serves_the_next_group(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    deliver = database.call_on_loops
+    failures = [RuntimeError("a bug while handing out results")]
+
+    def fails_once(calls: Any) -> None:
+        if failures:
+            raise failures.pop()
+        deliver(calls)
+
+    async def scenario(db: Database, sync: GatedSync) -> None:
+        monkeypatch.setattr(database, "call_on_loops", fails_once)
+        with pytest.raises(errors.ServiceUnavailable):
+            await asyncio.wait_for(db.run(count), WAIT)
+        assert await asyncio.wait_for(db.run(insert(7)), WAIT) == 7
+        assert db.health.healthy
 
     run(tmp_path, scenario)
