@@ -10,14 +10,17 @@ from urllib.parse import urlencode
 
 from sqs_testkit import RawResponse, raw_json_call, raw_request
 
+
 def call_json(endpoint: str, action: str, payload: dict[str, Any]) -> RawResponse:
     body = json.dumps(payload).encode()  # ensure_ascii: a lone surrogate travels as \ud800
     return raw_json_call(endpoint, action, body)
+
 
 def call_query(endpoint: str, action: str, fields: dict[str, str], path: str = "/") -> RawResponse:
     encoded = {name: value.encode("utf-8", "surrogatepass") for name, value in fields.items()}
     body = urlencode({"Action": action, "Version": "2012-11-05", **encoded}).encode()
     return raw_request(endpoint, body, content_type="application/x-www-form-urlencoded", path=path)
+
 
 def error_code(response: RawResponse) -> str:
     """The JSON error shape, or the Query <Code>."""
