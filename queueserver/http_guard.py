@@ -136,5 +136,5 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def _expire(self) -> None:
         self._deadline = None
         what = "head" if self._awaiting_head else "body"
-        log.info("connection closed: the request's %s did not arrive in time", what)
+        log.debug("connection closed: the request's %s did not arrive in time", what)  # a flood must not flood the log
         self.transport.close()

@@ -6,6 +6,7 @@ import asyncio
 import functools
 import gc
 import logging
+import resource
 import sys
 from typing import Any
 
@@ -93,7 +94,21 @@ class _Server(uvicorn.Server):
             self._loop.call_soon_threadsafe(self._engine.begin_shutdown)
 
 
+def _allow_descriptors(config: ServerConfig) -> None:
+    """Raise the soft descriptor limit so that --max-connections can be reached (the hard limit caps it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = config.max_connections + 64  # the database, its log, the listener, the event loop
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    granted = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (granted, hard))
+    if granted < wanted:
+        log.warning("only %d file descriptors are allowed: fewer than --max-connections %d needs",
+                    granted, config.max_connections)
+
+
 async def serve(config: ServerConfig) -> None:
+    _allow_descriptors(config)
     clock: Clock = ManualClock() if config.test_clock else SystemClock()
     engine = await QueueEngine.open(
         config.db_path, clock, enforce_cooldowns=config.enforce_cooldowns,

@@ -8,9 +8,15 @@ from typing import Any
 
 import pytest
 from sqs_testkit import raw_json_call, raw_request, unique_queue_name
-from wirekit import PROTOCOLS, call_json, call_query, error_code
+from wirekit import call_json, call_query, error_code
 
 SURROGATE = "\ud800"
+
+
+@pytest.fixture
+def protocol(request: pytest.FixtureRequest, make_client: Any) -> str:
+    """The wire protocol of this run: the suite runs every test once per protocol (make_client)."""
+    return str(request.node.callspec.params["make_client"])
 
 
 @pytest.fixture
@@ -29,7 +35,6 @@ def _send(protocol: str, endpoint: str, action: str, json_payload: dict[str, Any
     return response.status, error_code(response)
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("name", ["victim\n", "victim\r\n", "victim.fifo\n"])
 def test_a_queue_name_with_a_trailing_newline_is_refused_and_nothing_is_created(server, sqs, protocol, name,
                                                                                  no_new_traceback):
@@ -41,7 +46,6 @@ def test_a_queue_name_with_a_trailing_newline_is_refused_and_nothing_is_created(
     assert not any(url.endswith(name.strip()) for url in sqs.list_queues().get("QueueUrls", []))
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_batch_entry_id_with_a_trailing_newline_is_refused(server, queue_url, protocol, no_new_traceback):
     status, code = _send(protocol, server.endpoint, "SendMessageBatch",
                          {"QueueUrl": queue_url, "Entries": [{"Id": "a\n", "MessageBody": "x"}]},
@@ -50,7 +54,6 @@ def test_a_batch_entry_id_with_a_trailing_newline_is_refused(server, queue_url, 
     assert status == 400 and code.endswith("InvalidBatchEntryId")
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("where", ["key", "value"])
 @pytest.mark.parametrize("bad", [SURROGATE, "\x01", "\ufffe"])
 def test_a_tag_that_xml_cannot_carry_is_refused_and_the_tags_stay_readable(server, sqs, queue_url, protocol,
@@ -62,7 +65,6 @@ def test_a_tag_that_xml_cannot_carry_is_refused_and_the_tags_stay_readable(serve
     assert sqs.list_queue_tags(QueueUrl=queue_url).get("Tags", {}) == {}
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("attribute", ["KmsMasterKeyId", "Policy", "RedriveAllowPolicy"])
 def test_an_attribute_value_that_xml_cannot_carry_is_refused(server, sqs, queue_url, protocol, attribute,
                                                              no_new_traceback):
@@ -74,7 +76,6 @@ def test_an_attribute_value_that_xml_cannot_carry_is_refused(server, sqs, queue_
     assert attribute not in sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("label", [SURROGATE, "label\n", "a b"])
 def test_a_permission_label_outside_sqs_characters_is_refused(server, sqs, queue_url, protocol, label,
                                                               no_new_traceback):
@@ -87,7 +88,6 @@ def test_a_permission_label_outside_sqs_characters_is_refused(server, sqs, queue
     assert "Policy" not in sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("data_type", ["String.\x01", "String\n", "Number." + SURROGATE])
 def test_a_data_type_with_a_control_character_or_surrogate_is_refused(server, queue_url, protocol, data_type,
                                                                       no_new_traceback):
@@ -151,7 +151,6 @@ def test_a_5000_digit_list_index_is_malformed_input(server, queue_url, no_new_tr
     assert response.status == 400 and error_code(response) == "MalformedInput"
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("number", ["1e999999999999", "-1e-999999999999", "9" * 5000])
 def test_a_number_attribute_that_overflows_is_invalid_parameter_value(server, queue_url, protocol, number,
                                                                       no_new_traceback):

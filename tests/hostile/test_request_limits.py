@@ -72,6 +72,15 @@ def test_an_oversize_body_is_refused_with_a_413_before_it_is_held_in_memory(limi
     _still_serves(limited)
 
 
+def test_an_oversize_query_request_gets_its_413_as_query_xml(limited):
+    with connect(limited.endpoint) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                     b"Content-Length: %d\r\n\r\nAction=SendMessage&MessageBody=" % (5 * MIB))
+        response = read_until_closed(sock)
+    assert status_of(response) == 413, response[:300]
+    assert b"<Code>RequestEntityTooLarge</Code>" in response and b"<ErrorResponse" in response
+
+
 def test_eight_parallel_100_mb_bodies_are_refused_without_growing_the_server(limited):
     pid = limited.proc.pid
     before = memory_kib(pid)

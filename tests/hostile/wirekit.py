@@ -10,8 +10,6 @@ from urllib.parse import urlencode
 
 from sqs_testkit import RawResponse, raw_json_call, raw_request
 
-PROTOCOLS = ["json", "query"]
-
 
 def call_json(endpoint: str, action: str, payload: dict[str, Any]) -> RawResponse:
     body = json.dumps(payload).encode()  # ensure_ascii: a lone surrogate travels as \ud800
