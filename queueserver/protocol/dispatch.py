@@ -74,6 +74,11 @@ class HttpRequest:
     query_string: str = ""  # raw, still percent-encoded
 
 
+def _wants_json(request: HttpRequest) -> bool:
+    """A Query client that asks for JSON gets the response document rendered as JSON."""
+    return "application/json" in request.headers.get("accept", "")
+
+
 @dataclass(slots=True)
 class HttpResponse:
     status: int
@@ -112,7 +117,9 @@ class Dispatcher:
         try:
             await self._engine.durable()
         except errors.SQSError as error:
-            return self._response(request_id, error) if is_json else self._query_response(request_id, error)
+            if is_json:
+                return self._response(request_id, error)
+            return self._query_response(request_id, error, _wants_json(request))
         return response
 
     async def _json(self, request: HttpRequest, request_id: str, target: str) -> HttpResponse:
@@ -137,7 +144,7 @@ class Dispatcher:
         """Query/XML: `Action=...` in a form body or query string, POSTed or GET to `/` or a queue URL.
 
         `Accept: application/json` asks for the same document rendered as JSON."""
-        as_json = "application/json" in request.headers.get("accept", "")
+        as_json = _wants_json(request)
         try:
             fields = query_wire.request_fields(request.query_string, request.body,
                                                request.headers.get("content-type", ""))

@@ -25,6 +25,7 @@ from dlq_helpers import (
     wait_for_moved,
     wait_for_task,
 )
+from query_client import COMMON_ERROR_SHAPES
 from sqs_testkit import (
     Counts,
     counts,
@@ -48,7 +49,7 @@ def _dead_lettered(sqs: Any, make_queue: Any, n: int, **kwargs: Any) -> tuple[st
 def _assert_error(info: pytest.ExceptionInfo[Any], code: str) -> None:
     err = info.value.response["Error"]
     assert err["Code"] == code, err
-    assert err.get("QueryErrorCode", code) == code, err
+    assert err.get("QueryErrorCode", code) == COMMON_ERROR_SHAPES.get(code, code), err
     assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert err.get("Message")
 
