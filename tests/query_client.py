@@ -14,8 +14,9 @@ gives, so one test body's assertions hold over both protocols:
 - list members that XML cannot send empty (a flattened list with no items has no element) but
   JSON does: the model's required lists (`Successful`/`Failed` of the batches, `queueUrls` of
   ListDeadLetterSourceQueues) and the `Results` of ListMessageMoveTasks, as [];
-- `Error.QueryErrorCode`: the modeled shape name whose legacy code the server sent (the JSON
-  client reads it from `__type`; Query sends only the legacy code, which stays in `Error.Code`).
+- `Error.QueryErrorCode`: the modeled shape name whose legacy code the server sent, or the common
+  `...Exception` name of an error inherited from the Query API (the JSON client reads it from
+  `__type`; Query sends only the legacy code, which stays in `Error.Code`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ import botocore.session
 from botocore.config import Config
 
 QUERY_MODEL_DIR = Path(__file__).resolve().parent / "query" / "data"
+# The errors SQS's JSON model has no shape for: the JSON `__type` AWS answers them with.
+COMMON_ERROR_SHAPES = {
+    "InvalidParameterValue": "InvalidParameterValueException",
+    "MissingParameter": "MissingRequiredParameterException",
+}
 # Lists the server's JSON always carries, even empty, that the model does not mark required.
 ALWAYS_LISTED = {"ListMessageMoveTasks": ("Results",)}
 
@@ -60,7 +66,8 @@ def make_query_client(endpoint: str, region: str = "us-east-1", *, json_compatib
 def _like_json(parsed: dict[str, Any], model: Any, shapes_by_code: dict[str, str], **_: Any) -> None:
     error = parsed.get("Error")
     if error:
-        shape = shapes_by_code.get(error.get("Code", ""))
+        code = error.get("Code", "")
+        shape = shapes_by_code.get(code) or COMMON_ERROR_SHAPES.get(code)
         if shape is not None:
             error.setdefault("QueryErrorCode", shape)
         return

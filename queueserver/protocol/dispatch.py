@@ -79,6 +79,11 @@ def _is_json(request: HttpRequest) -> bool:
             or request.headers.get("content-type", "").startswith("application/x-amz-json"))
 
 
+def _wants_json(request: HttpRequest) -> bool:
+    """A Query client that asks for JSON gets the response document rendered as JSON."""
+    return "application/json" in request.headers.get("accept", "")
+
+
 @dataclass(slots=True)
 class HttpResponse:
     status: int
@@ -116,14 +121,18 @@ class Dispatcher:
         try:
             await self._engine.durable()
         except errors.SQSError as error:
-            return self._response(request_id, error) if is_json else self._query_response(request_id, error)
+            if is_json:
+                return self._response(request_id, error)
+            return self._query_response(request_id, error, _wants_json(request))
         return response
 
     def refuse(self, request: HttpRequest, error: errors.SQSError) -> HttpResponse:
         """An error answered before the request is read (its body too large, its origin refused)."""
         log.info("request refused: %s", error.message)
         request_id = uuid4_string(self._random)
-        return self._response(request_id, error) if _is_json(request) else self._query_response(request_id, error)
+        if _is_json(request):
+            return self._response(request_id, error)
+        return self._query_response(request_id, error, _wants_json(request))
 
     async def _json(self, request: HttpRequest, request_id: str, target: str) -> HttpResponse:
         try:
@@ -147,7 +156,7 @@ class Dispatcher:
         """Query/XML: `Action=...` in a form body or query string, POSTed or GET to `/` or a queue URL.
 
         `Accept: application/json` asks for the same document rendered as JSON."""
-        as_json = "application/json" in request.headers.get("accept", "")
+        as_json = _wants_json(request)
         try:
             fields = query_wire.request_fields(request.query_string, request.body,
                                                request.headers.get("content-type", ""))

@@ -28,6 +28,7 @@ from dlq_helpers import (
     wait_for_moved,
     wait_for_task,
 )
+from query_client import COMMON_ERROR_SHAPES
 from sqs_testkit import (
     Counts,
     counts,
@@ -52,7 +53,7 @@ def _assert_error(info: pytest.ExceptionInfo[Any], code: str, message: str | Non
     """AWS answers ResourceNotFoundException with 404 (observed, issue 14), the rest with 400."""
     err = info.value.response["Error"]
     assert err["Code"] == code, err
-    assert err.get("QueryErrorCode", code) in (code, f"{code}Exception"), err
+    assert err.get("QueryErrorCode", code) == COMMON_ERROR_SHAPES.get(code, code), err
     status = 404 if code == "ResourceNotFoundException" else 400
     assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == status
     assert err.get("Message")

@@ -28,6 +28,10 @@ def test_a_queue_url_names_its_queue_whatever_region_signs_the_request(server, m
     assert [m["Body"] for m in receive(home, home_url)] == ["for us-east-1"]
     arn = home.get_queue_attributes(QueueUrl=away_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     assert arn == f"arn:aws:sqs:eu-west-1:000000000000:{queue_name}"
+    # the long form names a queue of the home region too
+    long_home_url = f"{server.endpoint}/queue/us-east-1/000000000000/{queue_name}"
+    away.send_message(QueueUrl=long_home_url, MessageBody="long form")
+    assert [m["Body"] for m in receive(home, home_url)] == ["long form"]
 
 
 def test_deleting_through_one_region_url_leaves_the_other_region_queue(server, make_client, queue_name):
