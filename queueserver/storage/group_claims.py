@@ -21,6 +21,7 @@ group with a handful, and the cost of a receive does not grow with the backlog.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 from queueserver.storage.claims import (
@@ -31,23 +32,27 @@ FRONT_WINDOW = 2_000  # rows at the front of a FIFO queue looked at in send orde
 MAX_GROUPS_VISITED = 120_000  # SQS: FIFO "scans the first 120,000 messages" for groups
 MAX_FAIR_PROBES = 100  # groups without a visible message visited before a fair receive gives up
 
-_IN_FLIGHT = "SELECT count(*) FROM messages WHERE queue_id = ? AND visible_at_ms > ? AND receive_count > 0"
-# The groups at the front whose first message is visible, in the order they became available.
+_IN_FLIGHT = """
+SELECT group_id, count(*) FROM messages
+WHERE queue_id = ? AND visible_at_ms > ? AND receive_count > 0 AND group_id IS NOT NULL
+GROUP BY group_id
+"""
+# The groups at the front whose first message is visible, in the order they became available,
+# each with the window's size; one row with a NULL group when none is available.
 # CROSS JOIN: look up each group's head by its id, never scan the messages for heads.
 _FRONT_GROUPS = """
 WITH front AS (
     SELECT id, group_id FROM messages INDEXED BY messages_in_send_order
     WHERE queue_id = :queue_id AND group_id IS NOT NULL ORDER BY id LIMIT :window
-), heads AS (
-    SELECT group_id, min(id) AS head FROM front GROUP BY group_id
+), available AS (
+    SELECT heads.group_id, m.visible_at_ms, m.received_at_ms, heads.head
+    FROM (SELECT group_id, min(id) AS head FROM front
+          WHERE group_id NOT IN (SELECT value FROM json_each(:held)) GROUP BY group_id) AS heads
+    CROSS JOIN messages m ON m.id = heads.head
+    WHERE m.visible_at_ms <= :now
 )
-SELECT heads.group_id, (SELECT count(*) FROM front) FROM heads CROSS JOIN messages m ON m.id = heads.head
-WHERE m.visible_at_ms <= :now
-ORDER BY m.visible_at_ms, m.received_at_ms, heads.head
-"""
-_FRONT_SIZE = """
-SELECT count(*) FROM (SELECT 1 FROM messages INDEXED BY messages_in_send_order
-                      WHERE queue_id = ? AND group_id IS NOT NULL LIMIT ?)
+SELECT available.group_id, (SELECT count(*) FROM front) FROM (SELECT 1) LEFT JOIN available
+ORDER BY available.visible_at_ms, available.received_at_ms, available.head
 """
 _NEXT_GROUP = ("SELECT min(group_id) FROM messages INDEXED BY messages_by_group"
                " WHERE queue_id = ? AND group_id > ?")
@@ -79,20 +84,23 @@ def has_groups(conn: sqlite3.Connection, queue_id: int) -> bool:
 
 def claim_fifo(conn: sqlite3.Connection, claim: Claim, in_flight_limit: int) -> tuple[list[ClaimedRow], int]:
     """Claim the next messages of available groups, in order; none beyond the in-flight limit."""
-    in_flight_now = conn.execute(_IN_FLIGHT, (claim.queue_id, claim.now_ms)).fetchone()[0]
+    in_flight_now = 0
+    held: set[str] = set()  # groups whose first message is in flight: looked at no further
+    for group_id, count in conn.execute(_IN_FLIGHT, (claim.queue_id, claim.now_ms)).fetchall():
+        in_flight_now += count
+        if conn.execute(_HEAD, (claim.queue_id, group_id)).fetchone()[1] > claim.now_ms:
+            held.add(group_id)
     wanted = min(claim.n, in_flight_limit - in_flight_now)
     if wanted <= 0:
         return [], 0
     chosen: list[int] = []
     to_move: list[int] = []
     front = conn.execute(_FRONT_GROUPS, {"queue_id": claim.queue_id, "window": FRONT_WINDOW,
-                                         "now": claim.now_ms}).fetchall()
-    visited: set[str] = set()
-    _take_groups(conn, claim, [row[0] for row in front], visited, wanted, chosen, to_move)
-    if len(chosen) < wanted:
-        window = front[0][1] if front else conn.execute(_FRONT_SIZE, (claim.queue_id, FRONT_WINDOW)).fetchone()[0]
-        if window >= FRONT_WINDOW:  # groups beyond the window may be available
-            _take_groups(conn, claim, _available_groups(conn, claim, visited), visited, wanted, chosen, to_move)
+                                         "now": claim.now_ms, "held": json.dumps(sorted(held))}).fetchall()
+    visited = set(held)
+    _take_groups(conn, claim, [row[0] for row in front if row[0] is not None], visited, wanted, chosen, to_move)
+    if len(chosen) < wanted and front[0][1] >= FRONT_WINDOW:  # groups beyond the window may be available
+        _take_groups(conn, claim, _available_groups(conn, claim, visited), visited, wanted, chosen, to_move)
     if to_move:
         assert claim.dead_letter is not None
         move_to_dead_letter_queue(conn, to_move, claim.dead_letter, claim.now_ms)

@@ -13,7 +13,7 @@ from queueserver import errors
 from queueserver.clock import ManualClock
 from queueserver.models import NewMessage, VisibilityChange
 from queueserver.protocol import queue_attributes
-from queueserver.storage import QueueEngine
+from queueserver.storage import QueueEngine, group_claims
 
 Scenario = Callable[[QueueEngine, ManualClock], Awaitable[Any]]
 
@@ -175,5 +175,35 @@ def test_a_queue_is_seen_from_the_event_loop_only_once_its_create_has_committed(
         await asyncio.gather(created, after)
         assert engine.get_queue("us-east-1", "000000000000", "new").name == "new"
         assert [q.name for q in engine.list_queues("us-east-1", "000000000000")] == ["new"]
+
+    run(tmp_path, scenario)
+
+
+def test_fifo_groups_beyond_a_held_backlog_are_served_in_the_order_they_became_available(tmp_path: Path) -> None:
+    """A group in flight whose backlog fills the front window: the other groups are found
+    through the group index, and still served in the order they became available."""
+    async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
+        attributes = queue_attributes.apply(queue_attributes.DEFAULTS,
+                                            {**queue_attributes.FIFO_DEFAULTS, "FifoQueue": "true"})
+        queue = await engine.create_queue("us-east-1", "000000000000", "q.fifo", True, attributes, {}, {})
+
+        def grouped(group: str, n: int) -> NewMessage:
+            return NewMessage(body=f"{group}:{n}", md5_of_body="x", delay_seconds=0, group_id=group,
+                              deduplication_id=f"{group}-{n}")
+
+        backlog = 2 * group_claims.FRONT_WINDOW
+        for start in range(0, backlog, 500):
+            await engine.send_messages(queue, [grouped("big", n) for n in range(start, start + 500)], "me")
+        await engine.send_messages(queue, [grouped("b", 0), grouped("c", 0)], "me")
+
+        async def receive(visibility: int) -> list[str]:
+            return [m.body for m in await engine.receive_messages(queue, 1, visibility, 0)]
+
+        assert await receive(30) == ["big:0"]
+        assert await receive(5) == ["b:0"]
+        clock.advance(6_000)  # b is available again, behind c, which has waited since it was sent
+        assert await receive(30) == ["c:0"]
+        assert await receive(30) == ["b:0"]
+        assert await receive(30) == []
 
     run(tmp_path, scenario)
