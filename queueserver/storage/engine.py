@@ -94,7 +94,11 @@ class QueueEngine:
             raise
         engine = cls(db, reads, clock, ReceiptSigner(secret), queues, highest + 1, enforce_cooldowns,
                      in_flight_limit, fifo_in_flight_limit, counts_max_age)
-        await engine.move_tasks.resume()
+        try:
+            await engine.move_tasks.resume()
+        except BaseException:  # the readers' threads would keep the process alive
+            await engine.close()
+            raise
         return engine
 
     def durable(self) -> Awaitable[None]:

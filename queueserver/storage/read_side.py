@@ -45,7 +45,7 @@ Identity = tuple[int, int] | None
 # One statement, one snapshot. Counting rows one by one through the table costs ~130 ms a
 # million messages; here the visible ones are counted in the visibility index alone (~25 ms a
 # million), and only hidden (in flight, delayed) and expired rows are read from the table.
-# `next_change` is when the counts change without a write: a hidden message shows, or one expires.
+# The next visible_at and the oldest enqueue say when the counts change without a write.
 _COUNTS = """
 WITH hidden AS (
     SELECT coalesce(sum(receive_count > 0), 0) AS in_flight, coalesce(sum(receive_count = 0), 0) AS delayed,
@@ -63,14 +63,14 @@ SELECT
 FROM hidden
 """
 
-# A keyset page through messages_by_queue (migration 0002): the same cost at any depth.
-# `+enqueued_at_ms` keeps the planner off messages_by_enqueue, which would sort the whole queue.
+# A keyset page through messages_by_queue (migration 0002): the same cost at any depth. Named,
+# because the planner may pick messages_by_enqueue and sort the whole queue.
 _BROWSE = (
     "SELECT m.id, m.visible_at_ms, m.receive_count, m.first_received_at_ms, m.group_id,"
     " b.message_id, b.body, b.md5_of_body, b.attributes, b.trace_header, b.sent_at_ms, b.sender_id,"
     " b.deduplication_id, b.dead_letter_source_arn"
     " FROM messages m INDEXED BY messages_by_queue JOIN message_bodies b ON b.id = m.id"
-    " WHERE m.queue_id = ? AND m.id > ? AND +m.enqueued_at_ms > ? ORDER BY m.id LIMIT ?"
+    " WHERE m.queue_id = ? AND m.id > ? AND m.enqueued_at_ms > ? ORDER BY m.id LIMIT ?"
 )
 
 _QUEUE_TOTALS = (

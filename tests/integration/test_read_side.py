@@ -4,6 +4,7 @@ and browse pages complete and in send order while sends go on."""
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -92,3 +93,30 @@ def test_browse_pages_are_complete_and_in_send_order_while_messages_are_sent(
     rest = browse(server.endpoint, url, MaxNumberOfMessages=1000)["Messages"]
     tail = [m["Body"] for m in rest][len(bodies):]
     assert bodies + tail == [f"a{i}" for i in range(300)] + [f"b{i}" for i in range(200)]
+
+
+def test_counts_and_browse_follow_the_database_file_the_server_wrote_back_after_it_was_deleted(
+        tmp_path: Any, server_factory: Any, make_client: Any) -> None:
+    db = tmp_path / "q.db"
+    server = server_factory(db, "--test-clock")
+    client = make_client(server.endpoint)
+    url = client.create_queue(QueueName="restored")["QueueUrl"]
+    for i in range(10):
+        client.send_message(QueueUrl=url, MessageBody=f"before{i}")
+    assert counts(client, url) == Counts(10, 0, 0)
+    db.unlink()  # the -wal and -shm stay; the writer notices and writes the file back
+    for i in range(10):
+        client.send_message(QueueUrl=url, MessageBody=f"after{i}")
+    deadline = time.monotonic() + 10
+    while "is restored" not in server.stderr_text():
+        assert time.monotonic() < deadline, server.stderr_text()
+        time.sleep(0.05)
+    big = "x" * 200_000
+    for _ in range(30):  # ~6 MB: past the write-ahead log's checkpoint, into the new file
+        client.send_message(QueueUrl=url, MessageBody=big)
+    client.send_message(QueueUrl=url, MessageBody="last")
+    while counts(client, url) != Counts(51, 0, 0):
+        assert time.monotonic() < deadline, f"the counts stayed at {counts(client, url)}"
+        time.sleep(0.05)
+    bodies = [m["Body"] for m in browse(server.endpoint, url, MaxNumberOfMessages=100)["Messages"]]
+    assert bodies == [f"before{i}" for i in range(10)] + [f"after{i}" for i in range(10)] + [big] * 30 + ["last"]
