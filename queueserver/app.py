@@ -109,7 +109,7 @@ def create_app(config: ServerConfig, engine: QueueEngine) -> ASGIApp:
             if seconds < 0:
                 return JSONResponse({"message": "the clock does not go backwards"}, 400)
             manual.advance(round(seconds * 1000))
-        return JSONResponse({"now_ms": manual.now_ms()})
+        return JSONResponse({"now_ms": manual.now_ms(), "timers": manual.pending()})
 
     extras = Starlette(routes=[Route(CLOCK_PATH, clock, methods=["GET", "POST"])])
 

@@ -71,6 +71,10 @@ class ManualClock:
             heapq.heappush(self._timers, (at_ms, next(self._order), timer))
         return timer
 
+    def pending(self) -> int:
+        """Timers not yet fired or cancelled: one per long poll waiting (what tests wait for)."""
+        return sum(1 for _, _, timer in self._timers if not timer.cancelled)
+
     def advance(self, milliseconds: int) -> int:
         if milliseconds < 0:
             raise ValueError("a clock does not go backwards")

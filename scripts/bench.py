@@ -79,15 +79,15 @@ from typing import Any, Self
 REPO = Path(__file__).resolve().parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-# The minimal reference server's figures (issue 5), msgs/s unless said otherwise.
-REFERENCE = {
+# Issue 5's figures for its reference server, msgs/s: only to size a receive run's backlog. The
+# reference itself (scripts/bench_reference.py) is measured in every run, beside queueserver.
+SIZING_RATE = {
     "send1": 8_600,
     "send10": 53_000,
     "recv10+del": 29_000,
     "recv1+del1": 3_600,
     "roundtrip10": 16_600,
 }
-REFERENCE_LIGHT_E2E_P50_MS = 1.75
 TARGET_WAKE_MS = 5.0
 TARGET_RSS_MB = 200.0
 # Messages carried per HTTP request, for the fraction of the ceiling.
@@ -99,29 +99,6 @@ MSGS_PER_REQUEST = {
     "roundtrip10": 10 / 3,  # send 10 + receive 10 + delete 10
 }
 
-CEILING_APP = r'''
-import socket, sys
-import uvicorn
-from starlette.applications import Starlette
-from starlette.responses import JSONResponse
-from starlette.routing import Route
-
-async def ok(request):
-    await request.body()
-    return JSONResponse({"MessageId": "00000000-0000-0000-0000-000000000000", "ok": True})
-
-app = Starlette(routes=[Route("/", ok, methods=["POST"])])
-sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-sock.bind(("127.0.0.1", 0))
-sock.listen(2048)  # connections wait in the backlog until uvicorn serves the socket
-config = uvicorn.Config(app, http="httptools", loop="uvloop", access_log=False, log_level="warning",
-                        lifespan="off")
-server = uvicorn.Server(config)
-port = sock.getsockname()[1]
-print(f"READY http://127.0.0.1:{port}", flush=True)
-server.run(sockets=[sock])
-'''
 
 
 # -- processes ----------------------------------------------------------------------------
@@ -234,8 +211,14 @@ def working_tree_state() -> str:
     return f"working tree at {commit}" + (" with uncommitted server changes" if dirty.strip() else "")
 
 
-def start_ceiling(python: str, log_path: Path) -> Proc:
-    return Proc([python, "-c", CEILING_APP], log_path, "ceiling server")
+def start_ceiling(python: str, log_path: Path, source: Path | None = None) -> Proc:
+    """scripts/bench_ceiling.py: the server's own HTTP stack (of `source`, a revision's snapshot, if given)."""
+    return Proc([python, str(REPO / "scripts" / "bench_ceiling.py")], log_path, "ceiling server", source)
+
+
+def start_reference(python: str, db_path: Path, log_path: Path) -> Proc:
+    """scripts/bench_reference.py: the minimal server of this design, measured in the same run."""
+    return Proc([python, str(REPO / "scripts" / "bench_reference.py"), str(db_path)], log_path, "reference server")
 
 
 # -- the lean HTTP client -----------------------------------------------------------------
@@ -698,7 +681,7 @@ class Bench:
 
     async def scenario_receive(self, name: str, n: int) -> None:
         backlog = self.backlog
-        estimate = REFERENCE[name] * 1.5  # msgs/s; after the warm-up, the last run's rate
+        estimate = SIZING_RATE[name] * 1.5  # msgs/s; after the warm-up, the last run's rate
         reps = []
         for rep in range(-1, self.args.reps):
             seconds = self.args.warmup if rep < 0 else self.args.seconds
@@ -1127,10 +1110,12 @@ LABELS = {
 
 def report(results: dict[str, Any], args: argparse.Namespace) -> str:
     ceiling = results["ceiling"]
+    reference = results.get("reference", {}).get("by_backlog", {})
     lines: list[str] = []
     add = lines.append
     add("")
-    add(f"HTTP ceiling (trivial starlette endpoint, same uvicorn setup): {ceiling['req_per_s']:,.0f} req/s, "
+    add(f"measured at: {results['server_source']} (commit {results['commit']})")
+    add(f"HTTP ceiling (queueserver's HTTP stack, raw ASGI, constant answer): {ceiling['req_per_s']:,.0f} req/s, "
         f"p50 {ceiling['p50_ms']:.2f} ms, p99 {ceiling['p99_ms']:.2f} ms, server CPU {ceiling['server_cpu']:.0%}, "
         f"client CPU {ceiling['client_cpu']:.0%}, others {ceiling['foreign_cpu']:.0%}; "
         f"{ceiling['msgs_per_cpu_s']:,.0f} req per server-CPU-second")
@@ -1148,19 +1133,21 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
             r = per.get(name)
             if r is None:
                 continue
+            measured = reference.get(str(backlog), {}).get(name)
             if name == "light":
+                ref_p50 = measured["e2e_p50_ms"] if measured else float("nan")
                 cells = [LABELS[name], f"{backlog:,}", f"{r['msgs_per_s']:,.0f}", "", f"{r['e2e_p50_ms']:.2f}",
-                         f"{r['e2e_p99_ms']:.2f}", "", f"{REFERENCE_LIGHT_E2E_P50_MS:.2f} ms",
-                         f"{REFERENCE_LIGHT_E2E_P50_MS / r['e2e_p50_ms']:.2f}x", f"{r['server_cpu']:.0%}",
+                         f"{r['e2e_p99_ms']:.2f}", "", f"{ref_p50:.2f} ms",
+                         f"{ref_p50 / r['e2e_p50_ms']:.2f}x", f"{r['server_cpu']:.0%}",
                          f"{r['client_cpu']:.0%}", f"{r['foreign_cpu']:.0%}", "", ""]
             else:
-                ref = REFERENCE[name]
+                ref = measured["msgs_per_s"] if measured else float("nan")
                 per_request = MSGS_PER_REQUEST[name]
                 p50, p99 = (r["e2e_p50_ms"], r["e2e_p99_ms"]) if name == "roundtrip10" else (r["p50_ms"], r["p99_ms"])
                 quiet = (f"{r['quiet_msgs_per_s']:,.0f} ({r['quiet_runs']}/{len(r['msgs_per_s_all'])})"
                          if r["quiet_runs"] else f"- (0/{len(r['msgs_per_s_all'])})")
                 cells = [LABELS[name], f"{backlog:,}", f"{r['msgs_per_s']:,.0f}", quiet, f"{p50:.2f}", f"{p99:.2f}",
-                         f"{r['msgs_per_s'] / (ceiling['req_per_s'] * per_request):.2f}", f"{ref:,}",
+                         f"{r['msgs_per_s'] / (ceiling['req_per_s'] * per_request):.2f}", f"{ref:,.0f}",
                          f"{r['msgs_per_s'] / ref:.2f}x", f"{r['server_cpu']:.0%}", f"{r['client_cpu']:.0%}",
                          f"{r['foreign_cpu']:.0%}", f"{r['msgs_per_cpu_s']:,.0f}",
                          f"{r['msgs_per_cpu_s'] / (ceiling['msgs_per_cpu_s'] * per_request):.2f}"]
@@ -1169,6 +1156,8 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
             if r["client_cpu"] > 0.85:
                 client_bound.append(f"{name} at {backlog:,}")
     add("")
+    add("reference: scripts/bench_reference.py (this design with none of SQS's checks), measured in this run "
+        "with the same client (light load: its end-to-end p50).")
     add("p50/p99: per HTTP request; for the round trip and the light load: end to end, send issued -> receive answered.")
     add("of ceiling: msgs/s / (ceiling req/s x messages per request: 1, 10, 5, 0.5, 10/3).")
     add("quiet runs: median msgs/s of the runs during which other processes used <= "
@@ -1264,10 +1253,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="benchmark the server as of this git revision (e.g. HEAD) instead of the working tree")
     parser.add_argument("--db-dir", default=None, help="where the temporary database goes (default: $TMPDIR)")
     parser.add_argument("--no-ceiling", action="store_true", help="skip the ceiling (fractions are not printed)")
+    parser.add_argument("--no-reference", action="store_true",
+                        help="skip the reference server (scripts/bench_reference.py; doubles the run time)")
     parser.add_argument("--quiet", type=float, default=0.15,
                         help="before each run, wait until other processes use less than this fraction of a core")
     parser.add_argument("--quiet-wait", type=float, default=15.0, help="... but at most this many seconds")
-    parser.add_argument("--json", default=None, help="also write every figure to this file")
+    parser.add_argument("--json", default=None,
+                        help="where every figure goes (default: scripts/bench-results/COMMIT-TIME.json, to commit "
+                             "beside BENCHMARKS.md)")
     args = parser.parse_args(argv)
     if args.quick:
         args.backlog_sizes = "10000"
@@ -1305,13 +1298,18 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     if args.rev:
         source, commit = export_revision(args.rev, tmp / "source")
         results["server_source"] = f"git revision {args.rev} = {commit}"
+        results["commit"] = commit
     else:
         results["server_source"] = working_tree_state()
+        state = results["server_source"]
+        results["commit"] = (state.split(" at ", 1)[1].split()[0] if " at " in state else "no-git") + (
+            "-dirty" if "uncommitted" in state else "")
     print(f"machine: {results['machine']}", flush=True)
     print(f"server: {results['server_source']}", flush=True)
     if not args.no_ceiling:
-        print("ceiling: trivial starlette endpoint on uvicorn (httptools, uvloop)", flush=True)
-        ceiling = start_ceiling(args.python, tmp / "ceiling.log")
+        print("ceiling: queueserver's HTTP stack (raw ASGI, uvicorn + httptools + uvloop, one write per response)",
+              flush=True)
+        ceiling = start_ceiling(args.python, tmp / "ceiling.log", source)
         try:
             results["ceiling"] = await measure_ceiling(args, ceiling)
         finally:
@@ -1335,6 +1333,20 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             for suffix in ("", "-wal", "-shm", ".lock"):
                 Path(f"{db}{suffix}").unlink(missing_ok=True)
         print(f"  backlog {backlog:,} took {time.perf_counter() - started:.0f} s", flush=True)
+    results["reference"] = {"by_backlog": {}}
+    reference_args = argparse.Namespace(**{**vars(args), "scenarios": args.scenarios - {"idle"}})
+    for backlog in [] if args.no_reference else args.backlogs:
+        print(f"backlog {backlog:,}: starting the reference server (scripts/bench_reference.py) on a fresh database",
+              flush=True)
+        db = tmp / f"reference-{backlog}.db"
+        reference = start_reference(args.python, db, tmp / f"reference-{backlog}.log")
+        try:
+            results["reference"]["by_backlog"][str(backlog)] = await Bench(
+                reference_args, reference, f"ref {backlog}").run(backlog)
+        finally:
+            reference.stop()
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
     return results
 
 
@@ -1357,8 +1369,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nserver: {results['server_source']}; machine: {results['machine']}")
     print(report(results, args))
     print(f"\ntotal time {results['total_seconds']:.0f} s")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+    raw = Path(args.json) if args.json else REPO / "scripts" / "bench-results" / (
+        f"{results['commit']}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json")
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    results["report"] = report(results, args).splitlines()
+    raw.write_text(json.dumps(results, indent=2, default=str))
+    print(f"raw results: {raw}")
     return 0
 
 

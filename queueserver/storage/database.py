@@ -89,11 +89,10 @@ class Database:
     """The database thread. `run` submits an operation and awaits its result, which comes at
     COMMIT; `durable` waits until that (and every other commit so far) is on disk.
 
-    SQLite failures (disk full, read-only, locked, I/O errors), and any other failure inside
-    a group, fail the operations of that group with ServiceUnavailable and nothing is
-    acknowledged; the thread carries on and the next group tries again, so the server
-    recovers by itself when the condition clears. `sync_log` makes the write-ahead log
-    durable (`os.fdatasync`; tests inject one). `health` hears of a thread that ends anyway.
+    Any failure inside a group (disk full, read-only, locked, I/O errors, a bug) fails that
+    group's operations with ServiceUnavailable, nothing acknowledged; the next group tries
+    again, so the server recovers by itself when the condition clears. `sync_log` makes the
+    log durable (`os.fdatasync`; tests inject one); `health` hears of a thread that ends.
     """
 
     def __init__(self, conn: sqlite3.Connection, path: str, lock: Any = None, max_group: int = 256,
@@ -115,7 +114,7 @@ class Database:
         self._log_fd = write_back.open_log(path)
         self._changes = conn.total_changes
         self._unsynced: errors.SQSError | None = None  # set for good by a failed fsync
-        self._restoring = False  # a deleted file is being written back (logged once)
+        self._restoring: errors.SQSError | None = None  # while a deleted file is not written back: why
         self._thread = threading.Thread(target=self.health.thread_target("the database thread", self._serve),
                                         name="queueserver-sqlite", daemon=True)
         self._syncer = threading.Thread(target=self.health.thread_target("the fsync thread", self._sync_forever),
@@ -181,6 +180,8 @@ class Database:
                 try:
                     self._check_file()
                     self._connection()
+                except errors.SQSError:  # logged where it arose
+                    pass
                 except Exception as exc:  # noqa: BLE001 - the idle check must not end the thread
                     self._storage_error(exc)
                 continue
@@ -337,13 +338,11 @@ class Database:
     def _fail_group(self, group: list[_Operation], exc: BaseException) -> None:
         """A failure `_run_group` did not foresee: roll back, answer 503 to the group, carry on."""
         log.exception("a commit group failed unexpectedly; its requests get 503 and the server carries on")
-        conn = self._conn
-        if conn is not None:
-            try:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
+        try:
+            if self._conn is not None and self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
         failure = self._storage_error(exc)
         call_on_loops([(op.loop, functools.partial(resolve, op.future, False, failure)) for op in group])
 
@@ -361,7 +360,7 @@ class Database:
         old_fd, self._log_fd = self._log_fd, log_fd
         if old_fd is not None:
             os.close(old_fd)
-        self._restoring = False
+        self._restoring = None
         log.warning("the database file %s is restored", self._path)
         return conn
 
@@ -374,29 +373,32 @@ class Database:
         """
         now = time.monotonic()
         if now - self._checked_at < FILE_CHECK_SECONDS:
-            if self._restoring:  # nothing is acknowledged into a deleted file that a crash would take along
-                raise errors.ServiceUnavailable(
-                    f"The message store is unavailable: {self._path} was deleted and is not written back yet.")
+            if self._restoring is not None:  # nothing is acknowledged into a deleted file a crash would take along
+                raise self._restoring.with_traceback(None)
             return
         self._checked_at = now
         if self._path == ":memory:" or write_back.identity(self._path) == self._identity:
             return
         if os.path.exists(self._path):
-            raise errors.ServiceUnavailable(
-                f"The message store is unavailable: {self._path} was replaced by another file while the server ran.")
-        if not self._restoring:
+            raise self._storage_error(RuntimeError(f"{self._path} was replaced by another file while the server ran"))
+        if self._restoring is None:
             log.error("the database file %s was deleted while the server ran; writing it back from the open "
                       "database", self._path)
-            self._restoring = True
+            self._restoring = errors.ServiceUnavailable(
+                f"The message store is unavailable: {self._path} was deleted and is being written back; try again.")
         assert self._conn is not None  # the identity only changes back after the old connection is closed
         drained = threading.Event()  # the syncer must be done with the old log before it is closed
         self._committed.put(drained)
         drained.wait()
-        write_back.restore(self._conn, self._path)
+        try:
+            write_back.restore(self._conn, self._path)
+        except Exception as exc:  # noqa: BLE001 - answered as 503 until a retry succeeds
+            self._restoring = self._storage_error(exc)
+            raise self._restoring from exc
         self._identity = write_back.identity(self._path)
         if self._lock is not None:  # the old lock is on the deleted file; a second server would find this one free
             old_lock, self._lock = self._lock, lock_file(self._path)
             old_lock.close()
         old, self._conn = self._conn, None
-        old.close()  # it deletes PATH-wal and PATH-shm, which the restored file would otherwise share
+        old.close()  # before the restored file opens: both would use PATH-wal (emptied by restore) and PATH-shm
         self._connection()

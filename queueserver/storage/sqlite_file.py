@@ -126,6 +126,6 @@ def describe(exc: BaseException) -> str:
         return "the database is locked by another process"
     if "not a database" in text or "malformed" in text or "corrupt" in text:
         return "the database file is corrupted"
-    if "disk i/o" in text:
+    if "disk i/o" in text or "input/output error" in text:
         return "a disk I/O error"
     return str(exc)

@@ -9,9 +9,10 @@ This happens in two halves, so that no failure can leave the server without its 
    place, sync the folder. Any failure removes the temporary file and leaves things as they
    were; the next check tries again.
 2. The caller then closes the old connection and opens the restored file. The old one must
-   be closed first: both would share PATH-wal and PATH-shm, and closing the old one deletes
-   them. If the open fails, the restored file already holds everything; it is opened again
-   before the next group runs.
+   be closed first: both would use PATH-wal and PATH-shm (SQLite leaves them in place when it
+   closes a database whose file was unlinked; the checkpoint emptied the log). If the open
+   fails, the restored file already holds everything; it is opened again before the next
+   group runs.
 """
 
 from __future__ import annotations

@@ -155,6 +155,7 @@ def test_a_database_file_deleted_while_serving_is_written_back_and_nothing_is_lo
         assert tally.send(client, url, size=200) is None, "sends fail after the file was deleted"
     log = wait_for_log(server, "was deleted while the server ran")
     assert str(db) in log
+    wait_for_log(server, "is restored")  # the write-back runs on the database thread, after that line
     assert db.exists(), "the database file was not written back"
     # the receipts handed out before the deletion still work
     client.delete_message(QueueUrl=url, ReceiptHandle=received[5]["ReceiptHandle"])

@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 import struct
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -239,6 +240,17 @@ class ClockControl:
 
     def now_ms(self) -> int:
         return int(self._call("GET")["now_ms"])
+
+    def timers(self) -> int:
+        """Wake-ups pending on the server's manual clock: each waiting long poll has one."""
+        return int(self._call("GET")["timers"])
+
+    def wait_for_timers(self, count: int, timeout: float = 10) -> None:
+        """Until at least `count` wake-ups are pending: a long poll started has reached its wait."""
+        deadline = time.monotonic() + timeout
+        while self.timers() < count:
+            assert time.monotonic() < deadline, f"no {count} long polls were waiting after {timeout}s"
+            time.sleep(0.01)
 
     def advance(self, seconds: float) -> int:
         """Move the clock forward; returns the new now_ms."""

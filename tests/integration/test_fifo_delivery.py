@@ -9,7 +9,6 @@ Every test runs against the shared server on its manual clock: visibility timeou
 
 from __future__ import annotations
 
-import time
 
 import pytest
 from botocore.exceptions import ClientError
@@ -149,16 +148,14 @@ def test_a_blocked_group_lets_receives_reach_groups_sent_after_it(sqs, make_queu
 
 # --- long polls on a held group --------------------------------------------------------------
 
-SETTLE = 0.3  # seconds for a long poll to reach the server; the outcome holds whether or not it had
-
-
 def test_a_long_poll_on_a_held_group_returns_the_next_message_once_the_holder_deletes(
-        sqs, make_queue, make_client, server):
+        sqs, make_queue, make_client, server, clock):
     url = make_fifo(make_queue)
     send_in_turn(sqs, url, ["g"], 2)
     [head] = rcv(sqs, url, 1)
+    pending = clock.timers()
     poll = LongPoll(make_client(server.endpoint), url, visibility=30)
-    time.sleep(SETTLE)
+    clock.wait_for_timers(pending + 1)  # it waits on the held group: only the delete's wake-up can feed it
     delete_all(sqs, url, [head])
     assert got(poll.join()) == ["g:1"]
 
@@ -168,8 +165,9 @@ def test_a_long_poll_on_a_held_group_returns_the_messages_when_the_visibility_en
     url = make_fifo(make_queue)
     send_in_turn(sqs, url, ["g"], 2)
     rcv(sqs, url, 1, VisibilityTimeout=30)
+    pending = clock.timers()
     poll = LongPoll(make_client(server.endpoint), url, visibility=30)
-    time.sleep(SETTLE)
+    clock.wait_for_timers(pending + 1)
     clock.advance(31)
     assert got(poll.join()) == ["g:0", "g:1"]
 

@@ -8,7 +8,6 @@ own server with --in-flight-limit 5 and --fifo-in-flight-limit 4, on the manual 
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
@@ -21,7 +20,6 @@ pytestmark = pytest.mark.server_process
 LIMIT = 5
 FIFO_LIMIT = 4
 HELD = 43200  # visibility of the messages that fill the limit: they stay in flight whatever the clock does
-SETTLE = 0.3  # seconds for a long poll to reach the server before the test frees a slot
 
 
 @pytest.fixture
@@ -136,11 +134,13 @@ def test_a_long_poll_at_the_in_flight_limit_returns_no_messages_and_no_error(cli
     assert counts(client, url) == Counts(3, LIMIT, 0)
 
 
-def test_a_waiting_long_poll_gets_a_message_once_the_count_drops_below_the_limit(client, make_client, limited):
+def test_a_waiting_long_poll_gets_a_message_once_the_count_drops_below_the_limit(
+        client, make_client, limited, limited_clock):
     url = standard_queue(client)
     held = fill(client, url, 8, LIMIT)
+    pending = limited_clock.timers()
     poll = LongPoll(make_client(limited.endpoint), url)
-    time.sleep(SETTLE)  # let it start waiting; the outcome below holds whether or not it had
+    limited_clock.wait_for_timers(pending + 1)  # it waits: only the wake-up of the delete can feed it
     delete_all(client, url, held[:1])
     assert len(poll.join()) >= 1
 
@@ -195,12 +195,13 @@ def test_a_fifo_long_poll_at_the_limit_returns_no_messages_and_no_error(client, 
     assert run_out_the_wait(limited_clock, LongPoll(make_client(limited.endpoint), url)) == []
 
 
-def test_a_waiting_fifo_long_poll_gets_a_message_once_one_is_deleted(client, make_client, limited):
+def test_a_waiting_fifo_long_poll_gets_a_message_once_one_is_deleted(client, make_client, limited, limited_clock):
     url = fifo_queue(client)
     for n in range(6):
         send(client, url, f"g{n}", 0)
     held = rcv(client, url, 10, VisibilityTimeout=HELD)
+    pending = limited_clock.timers()
     poll = LongPoll(make_client(limited.endpoint), url)
-    time.sleep(SETTLE)
+    limited_clock.wait_for_timers(pending + 1)  # it waits: only the wake-up of the delete can feed it
     delete_all(client, url, held[:1])
     assert len(poll.join()) == 1

@@ -1,8 +1,10 @@
 """Long polling: ReceiveMessage with WaitTimeSeconds returns as soon as a message is available.
 
 These are the only tests that wait in real time, and only briefly: a poller runs in a
-thread, the main thread makes a message available (send, ChangeMessageVisibility 0, or
-moving the manual clock), and the poll must come back within PROMPT seconds.
+thread, the test waits until the server holds it (its wake-up is pending on the manual
+clock), makes a message available (send, ChangeMessageVisibility 0, or moving the manual
+clock), and the poll must come back within PROMPT seconds. Only a poll that was already
+waiting proves a wake-up: one that arrived late would find the message by its first claim.
 """
 
 from __future__ import annotations
@@ -12,10 +14,9 @@ import time
 from typing import Any
 
 import pytest
-from sqs_testkit import Counts, counts, receive
+from sqs_testkit import ClockControl, Counts, counts, receive
 
 PROMPT = 0.5  # seconds a woken long poll may take to return
-SETTLE = 0.4  # seconds given to a poll to reach the server and start waiting
 JOIN = 10.0  # hard bound so a broken server cannot hang the suite
 
 
@@ -37,9 +38,11 @@ class Poller:
         finally:
             self.returned_at = time.monotonic()
 
-    def start(self) -> Poller:
+    def start(self, clock: ClockControl) -> Poller:
+        """Start the poll and return once the server holds it waiting."""
+        pending = clock.timers()
         self._thread.start()
-        time.sleep(SETTLE)
+        clock.wait_for_timers(pending + 1)
         return self
 
     @property
@@ -65,8 +68,8 @@ def poll_client(server, make_client):
 
 
 def test_a_long_poll_returns_promptly_after_a_send_from_another_thread(
-        sqs, poll_client, queue_url):
-    poller = Poller(poll_client, queue_url, WaitTimeSeconds=10).start()
+        sqs, poll_client, queue_url, clock):
+    poller = Poller(poll_client, queue_url, WaitTimeSeconds=10).start(clock)
     assert poller.waiting, "an empty queue must make the long poll wait"
     sqs.send_message(QueueUrl=queue_url, MessageBody="wake up")
     sent_at = time.monotonic()
@@ -84,10 +87,10 @@ def test_a_long_poll_returns_at_once_when_a_message_is_already_there(sqs, queue_
 
 
 def test_a_long_poll_returns_promptly_after_change_message_visibility_zero(
-        sqs, poll_client, queue_url):
+        sqs, poll_client, queue_url, clock):
     sqs.send_message(QueueUrl=queue_url, MessageBody="released")
     (held,) = receive(sqs, queue_url, VisibilityTimeout=600)
-    poller = Poller(poll_client, queue_url, WaitTimeSeconds=10).start()
+    poller = Poller(poll_client, queue_url, WaitTimeSeconds=10).start(clock)
     assert poller.waiting
     sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=held["ReceiptHandle"],
                                   VisibilityTimeout=0)
@@ -100,7 +103,7 @@ def test_a_long_poll_returns_promptly_after_change_message_visibility_zero(
 def test_a_long_poll_returns_promptly_when_the_clock_passes_a_delay(
         sqs, poll_client, queue_url, clock):
     sqs.send_message(QueueUrl=queue_url, MessageBody="delayed", DelaySeconds=60)
-    poller = Poller(poll_client, queue_url, WaitTimeSeconds=10).start()
+    poller = Poller(poll_client, queue_url, WaitTimeSeconds=10).start(clock)
     assert poller.waiting
     clock.advance(61)
     advanced_at = time.monotonic()
@@ -113,7 +116,7 @@ def test_a_long_poll_returns_promptly_when_the_clock_passes_a_visibility_timeout
         sqs, poll_client, queue_url, clock):
     sqs.send_message(QueueUrl=queue_url, MessageBody="comes back")
     (held,) = receive(sqs, queue_url, VisibilityTimeout=120)
-    poller = Poller(poll_client, queue_url, WaitTimeSeconds=10).start()
+    poller = Poller(poll_client, queue_url, WaitTimeSeconds=10).start(clock)
     assert poller.waiting
     clock.advance(121)
     advanced_at = time.monotonic()
@@ -124,7 +127,7 @@ def test_a_long_poll_returns_promptly_when_the_clock_passes_a_visibility_timeout
 
 def test_a_long_poll_returns_nothing_promptly_when_the_clock_passes_its_wait_time(
         poll_client, queue_url, clock):
-    poller = Poller(poll_client, queue_url, WaitTimeSeconds=20).start()
+    poller = Poller(poll_client, queue_url, WaitTimeSeconds=20).start(clock)
     assert poller.waiting
     clock.advance(21)
     advanced_at = time.monotonic()
@@ -134,10 +137,11 @@ def test_a_long_poll_returns_nothing_promptly_when_the_clock_passes_its_wait_tim
 
 def test_advancing_the_clock_less_than_the_wait_time_keeps_the_poll_waiting(
         poll_client, queue_url, clock):
-    poller = Poller(poll_client, queue_url, WaitTimeSeconds=20).start()
-    clock.advance(10)
-    time.sleep(SETTLE)
-    assert poller.waiting, "10 of 20 seconds passed: the poll must still wait"
+    poller = Poller(poll_client, queue_url, WaitTimeSeconds=20).start(clock)
+    pending = clock.timers()
+    clock.advance(10)  # fires, within this call, every wake-up due by then
+    assert clock.timers() == pending, "10 of 20 seconds passed: the poll's wake-up must still be pending"
+    assert poller.waiting
     clock.advance(11)
     advanced_at = time.monotonic()
     assert poller.wait() == []
@@ -154,9 +158,8 @@ def test_a_long_poll_ends_after_its_wait_time_in_real_time_too(poll_client, queu
 
 def test_a_send_to_another_queue_does_not_end_the_poll(sqs, poll_client, make_queue, clock):
     watched, other = make_queue(), make_queue()
-    poller = Poller(poll_client, watched, WaitTimeSeconds=20).start()
-    sqs.send_message(QueueUrl=other, MessageBody="not for you")
-    time.sleep(SETTLE)
+    poller = Poller(poll_client, watched, WaitTimeSeconds=20).start(clock)
+    sqs.send_message(QueueUrl=other, MessageBody="not for you")  # committed before it is answered
     assert poller.waiting
     clock.advance(21)
     assert poller.wait() == []
@@ -165,7 +168,7 @@ def test_a_send_to_another_queue_does_not_end_the_poll(sqs, poll_client, make_qu
 def test_the_queue_receive_wait_time_makes_plain_receives_long_polls(
         sqs, poll_client, make_queue, clock):
     url = make_queue({"ReceiveMessageWaitTimeSeconds": "20"})
-    poller = Poller(poll_client, url).start()  # no WaitTimeSeconds: the queue's 20 s apply
+    poller = Poller(poll_client, url).start(clock)  # no WaitTimeSeconds: the queue's 20 s apply
     assert poller.waiting
     sqs.send_message(QueueUrl=url, MessageBody="via queue default")
     sent_at = time.monotonic()
@@ -184,11 +187,15 @@ def test_one_message_wakes_exactly_one_of_two_long_polls(
         sqs, server, make_client, queue_url, clock):
     first = Poller(make_client(server.endpoint), queue_url, WaitTimeSeconds=20)
     second = Poller(make_client(server.endpoint), queue_url, WaitTimeSeconds=20)
+    pending = clock.timers()
     first._thread.start()
-    second.start()
-    assert first.waiting and second.waiting
+    second._thread.start()
+    clock.wait_for_timers(pending + 2)
     sqs.send_message(QueueUrl=queue_url, MessageBody="only one")
-    time.sleep(PROMPT)
+    deadline = time.monotonic() + JOIN
+    while first.waiting and second.waiting:
+        assert time.monotonic() < deadline, "neither long poll returned"
+        time.sleep(0.01)
     # Exactly one poller returned with the message; the other keeps waiting.
     assert [first.waiting, second.waiting].count(True) == 1
     clock.advance(21)
@@ -197,8 +204,8 @@ def test_one_message_wakes_exactly_one_of_two_long_polls(
     assert counts(sqs, queue_url) == Counts(0, 1, 0)
 
 
-def test_a_long_poll_returns_several_messages_sent_in_one_batch(sqs, poll_client, queue_url):
-    poller = Poller(poll_client, queue_url, WaitTimeSeconds=10, MaxNumberOfMessages=10).start()
+def test_a_long_poll_returns_several_messages_sent_in_one_batch(sqs, poll_client, queue_url, clock):
+    poller = Poller(poll_client, queue_url, WaitTimeSeconds=10, MaxNumberOfMessages=10).start(clock)
     sqs.send_message_batch(QueueUrl=queue_url, Entries=[
         {"Id": f"b{i}", "MessageBody": f"b{i}"} for i in range(5)])
     msgs = poller.wait()
