@@ -23,9 +23,11 @@ def call_query(endpoint: str, action: str, fields: dict[str, str], path: str = "
 
 
 def error_code(response: RawResponse) -> str:
-    """The JSON error shape, or the Query <Code>."""
+    """The code botocore reports as Error.Code: over JSON the x-amzn-query-error header's (else the
+    `__type` shape), over Query the <Code>."""
     if response.headers.get("content-type", "").startswith("application/x-amz-json"):
-        return str(response.json()["__type"]).rpartition("#")[2]
+        legacy = response.headers.get("x-amzn-query-error", "")
+        return legacy.partition(";")[0] or str(response.json()["__type"]).rpartition("#")[2]
     match = re.search(rb"<Code>([^<]*)</Code>", response.body)
     assert match, response.body[:300]
     return match.group(1).decode()

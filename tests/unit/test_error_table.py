@@ -11,7 +11,7 @@ import botocore.session
 from queueserver.protocol.error_codes import COMMON_NAMESPACE, ERROR_CODES, SQS_NAMESPACE
 
 QUERY_MODEL = Path(__file__).resolve().parent.parent / "query" / "data" / "sqs" / "2012-11-05" / "service-2.json"
-# Statuses the AWS recordings contradict the old Query model on, left to the move-task work.
+# Statuses AWS was recorded answering otherwise than the old Query model says (404, not 400).
 KNOWN_STATUS_DIFFERENCES = {"ResourceNotFoundException"}
 
 
