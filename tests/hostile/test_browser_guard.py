@@ -70,7 +70,7 @@ def test_a_json_request_with_a_foreign_origin_is_refused_in_json(guarded):
     response = _http(guarded.endpoint, "POST", "/", {
         "Origin": "http://localhost.evil.example", "Content-Type": "application/x-amz-json-1.0",
         "X-Amz-Target": "AmazonSQS.CreateQueue"}, json.dumps({"QueueName": unique_queue_name("o")}).encode())
-    assert response.status == 400 and error_code(response) == "AccessDeniedException"
+    assert response.status == 400 and error_code(response) == "AccessDenied"
     assert "access-control-allow-origin" not in response.headers
 
 
@@ -110,7 +110,7 @@ def test_a_host_outside_the_allow_list_is_refused_and_never_echoed_into_a_queue_
     response = _http(guarded.endpoint, "POST", "/", {
         "Host": "attacker.example:9324", "Content-Type": "application/x-amz-json-1.0",
         "X-Amz-Target": "AmazonSQS.CreateQueue"}, json.dumps({"QueueName": name}).encode())
-    assert response.status == 400 and error_code(response) == "AccessDeniedException"
+    assert response.status == 400 and error_code(response) == "AccessDenied"
     sqs = make_client(guarded.endpoint)  # 127.0.0.1 is on the list
     assert not any(url.endswith(name) for url in sqs.list_queues().get("QueueUrls", []))
 

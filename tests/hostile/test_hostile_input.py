@@ -131,13 +131,13 @@ def test_a_free_text_attribute_is_capped_at_2048_characters(sqs, queue_url):
 def test_json_nested_100000_deep_is_a_serialization_error(server, no_new_traceback):
     body = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
     response = raw_json_call(server.endpoint, "ListQueues", body)
-    assert response.status == 400 and error_code(response) == "SerializationException"
+    assert response.status == 400 and error_code(response) == "MalformedInput"
 
 
 def test_a_json_number_of_5000_digits_is_a_serialization_error(server, queue_url, no_new_traceback):
     body = b'{"QueueUrl": "%s", "MaxNumberOfMessages": %s}' % (queue_url.encode(), b"1" * 5000)
     response = raw_json_call(server.endpoint, "ReceiveMessage", body)
-    assert response.status == 400 and error_code(response) == "SerializationException"
+    assert response.status == 400 and error_code(response) == "MalformedInput"
 
 
 def test_query_names_nested_3000_deep_are_malformed_input(server, no_new_traceback):
@@ -164,7 +164,7 @@ def test_a_number_attribute_that_overflows_is_invalid_parameter_value(server, qu
 
 
 @pytest.mark.parametrize("body, content_type, code", [
-    (b'{"QueueNamePrefix": "\xff"}', "application/x-amz-json-1.0", "SerializationException"),
+    (b'{"QueueNamePrefix": "\xff"}', "application/x-amz-json-1.0", "MalformedInput"),
     (b"Action=ListQueues&QueueNamePrefix=%FF%FE", "application/x-www-form-urlencoded", "MalformedInput"),
     (b"Action=ListQueues&QueueNamePrefix=\xc3", "application/x-www-form-urlencoded", "MalformedInput"),
 ])
@@ -180,4 +180,4 @@ def test_a_queue_url_path_with_a_newline_names_no_queue(server, sqs, no_new_trac
     sqs.create_queue(QueueName=name)
     response = raw_request(server.endpoint, json.dumps({}).encode(), target="AmazonSQS.GetQueueAttributes",
                            path=f"/000000000000/{name}%0A")
-    assert response.status == 400 and error_code(response) == "QueueDoesNotExist"
+    assert response.status == 400 and error_code(response) == "AWS.SimpleQueueService.NonExistentQueue"
