@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import require_root
 from faultkit import Tally, assert_nothing_acknowledged_lost, assert_service_unavailable, drain, new_server, \
     refuse_to_serve, wait_for_log
 from powerkit import power_run
@@ -31,8 +30,7 @@ pytestmark = pytest.mark.server_process
 CUTS = 10  # plus the final one, under load too: about 45 s
 
 
-def test_acknowledged_work_survives_repeated_power_cuts_under_concurrent_load(tmp_path):
-    require_root()
+def test_acknowledged_work_survives_repeated_power_cuts_under_concurrent_load(tmp_path, as_root):
     figures = power_run(tmp_path, cuts=CUTS, seconds_between=(1.5, 3.5))
     report = figures.report()
     print(report)
@@ -50,8 +48,7 @@ def test_acknowledged_work_survives_repeated_power_cuts_under_concurrent_load(tm
     assert figures.integrity == "ok", report
 
 
-def test_the_power_cut_layer_loses_acknowledged_sends_when_the_disk_ignores_syncs(tmp_path):
-    require_root()
+def test_the_power_cut_layer_loses_acknowledged_sends_when_the_disk_ignores_syncs(tmp_path, as_root):
     figures = power_run(tmp_path, cuts=1, seconds_between=(2.0, 3.0), lying=True)
     report = figures.report()
     print(report)
