@@ -56,15 +56,16 @@ def test_the_power_cut_layer_loses_acknowledged_sends_when_the_disk_ignores_sync
     assert figures.lost, f"a disk that drops every sync lost nothing: the layer proves nothing\n{report}"
 
 
+@pytest.mark.parametrize("errno_name", ["EIO", "ENOSPC"])
 def test_a_failed_fsync_refuses_every_request_until_a_restart_and_what_was_acknowledged_survives_a_cut(
-        servers, powercut, sqs_client):
+        servers, powercut, sqs_client, errno_name):
     db = powercut.point / "queue.db"
     server, client, url = new_server(servers, db, sqs_client)
     tally = Tally()
     for _ in range(20):
         assert tally.send(client, url, size=500) is None
 
-    powercut.command("fail fsync queue.db-wal EIO")
+    powercut.command(f"fail fsync queue.db-wal {errno_name}")
     failure = tally.send(client, url)
     assert_service_unavailable(failure)
     assert "Restart the server" in failure.response["Error"]["Message"], failure.response["Error"]
