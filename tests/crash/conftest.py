@@ -131,6 +131,12 @@ def sqs_client() -> Any:
 
 
 @pytest.fixture
+def as_root() -> None:
+    """Skips (and .ci/run, which runs as root, never lets it) unless the test can mount filesystems."""
+    require_root()
+
+
+@pytest.fixture
 def powercut(tmp_path: Path, servers: Servers) -> Iterator[Any]:
     """A powercut_fs.py mount at tmp_path/mnt over tmp_path/disk (see powerkit); gone at teardown."""
     require_root()

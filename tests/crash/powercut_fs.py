@@ -21,6 +21,9 @@ Commands on stdin, one per line, each answered "ok" (or "error …") on stdout:
   clear                 remove every injected failure
   lying on|off          while on, fsync and fsyncdir succeed without writing anything (a disk that
                         ignores cache flushes): the test of the test, acknowledged data must then be lost
+  spill SEED            write a random half of the unsynced pages to BACKING, and with even odds the
+                        directory too (what a disk's cache may have written back before the power
+                        went); the next cut then drops only the rest
   stats                 "ok fsyncs=N fsyncdirs=N writes=N"
 The line "MOUNTED" on stdout says the filesystem is up.
 """
@@ -30,6 +33,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import random
 import stat
 import sys
 import threading
@@ -122,6 +126,20 @@ class PowerCutFS(Operations):
             os.close(fd)
         node.dirty.clear()
         node.resized = False
+
+    def _spill(self, rng: random.Random) -> None:
+        for node in {id(n): n for n in [*self.names.values(), *self.handles.values()]}.values():
+            pages = [page for page in sorted(node.dirty) if rng.random() < 0.5]
+            if not pages:
+                continue
+            fd = os.open(os.path.join(self.inodes, str(node.id)), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                for page in pages:
+                    os.pwrite(fd, bytes(node.data[page * PAGE:(page + 1) * PAGE]), page * PAGE)
+            finally:
+                os.close(fd)
+        if rng.random() < 0.5:
+            self._write_namespace()
 
     # -- helpers ------------------------------------------------------------------
 
@@ -293,6 +311,8 @@ class PowerCutFS(Operations):
                 self.faults.clear()
             elif words[:1] == ["lying"] and words[1:] in (["on"], ["off"]):
                 self.lying = words[1] == "on"
+            elif words[:1] == ["spill"] and len(words) == 2 and words[1].isdigit():
+                self._spill(random.Random(int(words[1])))
             elif words == ["stats"]:
                 return "ok " + " ".join(f"{k}={v}" for k, v in self.counts.items())
             else:

@@ -3,7 +3,9 @@
 
 A cut freezes the server (SIGSTOP, so it sends nothing more), kills the filesystem process (every
 write not yet synced is gone with its memory), kills the server and detaches the mount. The next
-mount shows only what was synced, and a new server starts on it.
+mount shows only what was synced, and a new server starts on it. Half the cuts (at random) first
+let a random half of the unsynced pages, and maybe the directory, reach the disk, as a disk's
+cache may: recovery must cope with any such mix, not only with a clean loss.
 """
 
 from __future__ import annotations
@@ -73,10 +75,13 @@ class PowerCutMount:
         assert answer is not None and answer.startswith("ok"), f"powercut_fs answered {answer!r} to {line!r}"
         return answer
 
-    def cut(self, server: Server | None = None) -> None:
-        """The power failure: nothing that was not synced survives it."""
+    def cut(self, server: Server | None = None, spill_seed: int | None = None) -> None:
+        """The power failure: nothing that was not synced survives it, except (with `spill_seed`)
+        a random part of it that the disk happened to write first."""
         if server is not None and server.proc.poll() is None:
             server.proc.send_signal(signal.SIGSTOP)
+        if spill_seed is not None:
+            self.command(f"spill {spill_seed}")
         self.kill()
         if server is not None:
             server.kill()
@@ -103,13 +108,14 @@ def power_run(workdir: Path, cuts: int, seconds_between: tuple[float, float], ly
     each time on what survived), then drain on an honest mount and check the records.
 
     `lying`: the filesystem acknowledges syncs without making anything durable (after the queue
-    is created), so acknowledged work must be lost: the test of the test.
+    is created), and no cut spills, so acknowledged work must be lost: the test of the test.
     """
     logs = workdir / "logs"
     logs.mkdir(exist_ok=True)
     fs = PowerCutMount(workdir / "disk", workdir / "mnt", logs)
     db = fs.point / "queue.db"
     rng = random.Random(seed)
+    spills = 0  # cuts after which part of the unsynced writes reached the disk anyway
     servers: list[Server] = []
     try:
         fs.mount()
@@ -128,7 +134,9 @@ def power_run(workdir: Path, cuts: int, seconds_between: tuple[float, float], ly
                 if workload.failures:
                     break
                 ledger.events.append((time.time(), f"power cut under {server.endpoint}"))
-                fs.cut(server)
+                spill = not lying and rng.random() < 0.5
+                spills += spill
+                fs.cut(server, rng.randrange(1 << 30) if spill else None)
                 fs.mount()
                 if lying:
                     fs.command("lying on")
@@ -137,7 +145,9 @@ def power_run(workdir: Path, cuts: int, seconds_between: tuple[float, float], ly
                 shared.set(server.endpoint)
                 ledger.events.append((time.time(), f"ready {server.endpoint}"))
             time.sleep(rng.uniform(*seconds_between))
-            fs.cut(server)  # the last one under load too
+            spill = not lying and rng.random() < 0.5
+            spills += spill
+            fs.cut(server, rng.randrange(1 << 30) if spill else None)  # the last one under load too
         finally:
             workload.stop()
         if workload.failures:
@@ -153,7 +163,8 @@ def power_run(workdir: Path, cuts: int, seconds_between: tuple[float, float], ly
         figures = verify(ledger, drained, cuts + 1, integrity(db))
         with ledger.lock:
             acked = sum(1 for outcome, _ in ledger.sends.values() if outcome == ACKED)
-        say(f"power cuts: {cuts + 1}, acknowledged sends checked: {acked}, "
+        say(f"power cuts: {cuts + 1} ({spills} with part of the unsynced writes on disk), "
+            f"acknowledged sends checked: {acked}, "
             f"acknowledged deletes checked: {figures.acked_deletes}")
         return figures
     except BaseException:

@@ -74,24 +74,28 @@ def test_the_server_prints_only_the_ready_line_on_stdout(server_factory, tmp_pat
 
 def test_sigterm_during_a_long_poll_still_exits_cleanly_and_quickly(
         server_factory, tmp_path, make_client):
-    proc = server_factory(tmp_path / "term.db")
+    proc = server_factory(tmp_path / "term.db", "--test-clock")
+    clock = ClockControl(proc.endpoint)
     sqs = make_client(proc.endpoint)
     url = sqs.create_queue(QueueName="polled")["QueueUrl"]
     poller_client = make_client(proc.endpoint)
+    outcome: dict[str, object] = {}
 
     def poll():
         try:
-            poller_client.receive_message(QueueUrl=url, WaitTimeSeconds=20)
-        except Exception:  # noqa: BLE001 - the server is going away; any outcome is fine
-            pass
+            outcome["messages"] = poller_client.receive_message(QueueUrl=url, WaitTimeSeconds=20).get("Messages", [])
+        except Exception as exc:  # noqa: BLE001 - reported below
+            outcome["error"] = exc
 
     thread = threading.Thread(target=poll, daemon=True)
+    pending = clock.timers()
     thread.start()
-    time.sleep(0.4)
+    clock.wait_for_timers(pending + 1)  # the poll is waiting on the server
     t0 = time.monotonic()
     proc.stop()  # asserts exit code 0
     assert time.monotonic() - t0 < 10
     thread.join(15)
+    assert outcome == {"messages": []}, "the shutdown answers a waiting long poll (empty) before it exits"
 
 
 def test_a_server_starts_on_a_fresh_database_path_and_again_on_the_same_one(
