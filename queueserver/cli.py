@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--fifo-in-flight-limit", type=int, default=defaults.fifo_in_flight_limit,
                        help="in-flight messages at which a FIFO queue stops delivering")
     serve.add_argument("--counts-max-age", type=float, default=defaults.counts_max_age,
-                       help="seconds the approximate queue counts may lag behind changes (0: never)")
+                       help="seconds the approximate counts of a big queue may lag behind changes (0: never)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     backup = commands.add_parser("backup", help="copy the database safely, also while the server runs")
     backup.add_argument("destination", help="the file to write")

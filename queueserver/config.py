@@ -19,4 +19,4 @@ class ServerConfig:
     in_flight_limit: int = 120_000
     fifo_in_flight_limit: int = 120_000
     # How stale the approximate queue counts may be, in seconds (see storage/count_cache.py).
-    counts_max_age: float = 1.0
+    counts_max_age: float = 2.0
