@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--fifo-in-flight-limit", type=int, default=defaults.fifo_in_flight_limit,
                        help="in-flight messages at which a FIFO queue stops delivering")
     serve.add_argument("--counts-max-age", type=float, default=defaults.counts_max_age,
-                       help="seconds the approximate queue counts may lag behind changes (0: never)")
+                       help="seconds the approximate counts of a big queue may lag behind changes (0: never)")
     limits = serve.add_argument_group("limits on what one client may hold (README, Limits)")
     limits.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes,
                         help="larger request bodies get 413, refused before they are read")

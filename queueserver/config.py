@@ -19,7 +19,7 @@ class ServerConfig:
     in_flight_limit: int = 120_000
     fifo_in_flight_limit: int = 120_000
     # How stale the approximate queue counts may be, in seconds (see storage/count_cache.py).
-    counts_max_age: float = 1.0
+    counts_max_age: float = 2.0
     # What one client may hold (README, "Limits"). The body allows SQS's 1 MiB payload in its
     # widest encoding (3 bytes a byte, percent-encoded or \u-escaped) plus the envelope.
     max_body_bytes: int = 4 * 1024 * 1024

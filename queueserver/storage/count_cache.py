@@ -8,17 +8,16 @@ million messages must not cost a count of a million rows per request. So:
   queue's change number when its read began, and the instant its counts next change by time alone
   (a hidden message shows, a message expires). While neither happened it is the truth and is served
   as is, however busy other queues are: a dashboard on an idle queue of a million costs nothing.
-- **Refreshed at most every `min(max_age, cost / COST_SHARE)` once counting is expensive.** A count
-  that took 25 ms is taken at most every 0.5 s: counting a big queue costs at most COST_SHARE of a
-  reader thread, however often it is polled. A count under CHEAP_SECONDS (a small queue) is taken
-  whenever something changed, so small queues are exact after every change (read-your-writes).
-- **Single flight.** One refresh per queue at a time; every caller meanwhile shares it.
-- **Callers seldom wait for an expensive one.** A caller waits for a refresh if it will be done
-  within WAIT_SECONDS, if there is nothing to serve yet, or if the last counts were read more than
-  `max_age` ago (a queue nobody asked about for a while: one count, ~40 ms at a million messages);
-  otherwise it gets the last counts while the refresh runs in the background.
+- **A small queue is counted again after every change** (under SMALL_QUEUE messages: a few ms), and
+  the caller waits for that count: exact counts, read-your-writes. Decided by size, not by a measured
+  time, so that a loaded machine does not make small queues approximate.
+- **A big queue is counted at most once every `max_age / 2` seconds (1 s).** Between counts a caller
+  gets the last counts at once and the next count runs in the background, `max_age / 2` after the last
+  began; so a queue polled at least that often is never waited for. A caller finding counts older
+  than `max_age` (a queue nobody asked about for a while) waits for a count (~40 ms at a million).
+- **Single flight.** One count per queue at a time; every caller meanwhile shares it.
 
-Staleness bound: the counts a caller gets were read less than `max_age` (1 s) before the call, so
+Staleness bound: the counts a caller gets were read less than `max_age` (2 s) before the call, so
 they show every change committed `max_age` before it: they converge to the truth within `max_age`.
 `max_age` 0 makes every change visible to the next call.
 """
@@ -32,10 +31,8 @@ from typing import Awaitable, Callable
 from queueserver.clock import Clock
 from queueserver.models import QueueCounts
 
-MAX_AGE_SECONDS = 1.0
-COST_SHARE = 0.05
-CHEAP_SECONDS = 0.005
-WAIT_SECONDS = 0.01
+MAX_AGE_SECONDS = 2.0
+SMALL_QUEUE = 100_000  # messages; counting them takes ~4 ms
 
 Count = Callable[[int, int, int], Awaitable[tuple[QueueCounts, int | None]]]
 
@@ -47,44 +44,42 @@ class _Entry:
     retention_ms: int
     changes_at_ms: int | None  # when the counts change without a write
     taken_at: float  # loop time the read began
-    cost: float  # seconds the read took
 
 
 class CountCache:
     """`counts(queue_id, retention_ms)`; `count(queue_id, now_ms, cutoff_ms)` does the reading."""
 
-    def __init__(self, count: Count, clock: Clock,
-                 max_age: float = MAX_AGE_SECONDS, cheap_seconds: float = CHEAP_SECONDS,
-                 cost_share: float = COST_SHARE) -> None:
+    def __init__(self, count: Count, clock: Clock, max_age: float = MAX_AGE_SECONDS,
+                 small_queue: int = SMALL_QUEUE) -> None:
         self._count = count
-        self._versions: dict[int, int] = {}
         self._clock = clock
         self._max_age = max_age
-        self._cheap_seconds = cheap_seconds
-        self._cost_share = cost_share
+        self._small_queue = small_queue
         self._loop = asyncio.get_running_loop()
+        self._versions: dict[int, int] = {}
         self._entries: dict[int, _Entry] = {}
         self._refreshing: dict[int, asyncio.Task[_Entry]] = {}
-        self.reads = 0  # counts taken, for tests and the benchmark
+        self.reads = 0  # counts taken, for tests
 
     async def counts(self, queue_id: int, retention_ms: int) -> QueueCounts:
         entry = self._entries.get(queue_id)
         if entry is not None and self._fresh(queue_id, entry, retention_ms):
             return entry.counts
+        now = self._loop.time()
+        wait = entry is None or self._small(entry) or now - entry.taken_at >= self._max_age
         refresh = self._refreshing.get(queue_id)
         if refresh is None:
-            start_at = 0.0 if entry is None else self._next_start(entry)
+            start_at = now if wait or entry is None else entry.taken_at + self._max_age / 2
             refresh = self._loop.create_task(self._refresh(queue_id, retention_ms, start_at))
             refresh.add_done_callback(_seen)
             self._refreshing[queue_id] = refresh
-        now = self._loop.time()
-        if (entry is None or now - entry.taken_at >= self._max_age
-                or max(0.0, self._next_start(entry) - now) + entry.cost <= WAIT_SECONDS):
+        if wait:
             return (await asyncio.shield(refresh)).counts
+        assert entry is not None
         return entry.counts
 
     async def settled(self, queue_id: int) -> None:
-        """Wait for the queue's refresh under way, if any (tests wait on this, not on a clock)."""
+        """Wait for the queue's count under way, if any (tests wait on this, not on a clock)."""
         refresh = self._refreshing.get(queue_id)
         if refresh is not None:
             await asyncio.shield(refresh)
@@ -108,11 +103,9 @@ class CountCache:
         return (entry.version == self._versions.get(queue_id, 0) and entry.retention_ms == retention_ms
                 and (entry.changes_at_ms is None or self._clock.now_ms() < entry.changes_at_ms))
 
-    def _next_start(self, entry: _Entry) -> float:
-        """The earliest loop time the next count of this queue may begin."""
-        if entry.cost < self._cheap_seconds:
-            return entry.taken_at
-        return entry.taken_at + min(self._max_age, entry.cost / self._cost_share)
+    def _small(self, entry: _Entry) -> bool:
+        c = entry.counts
+        return c.visible + c.in_flight + c.delayed < self._small_queue
 
     async def _refresh(self, queue_id: int, retention_ms: int, start_at: float) -> _Entry:
         try:
@@ -124,7 +117,7 @@ class CountCache:
             now = self._clock.now_ms()
             counts, changes_at = await self._count(queue_id, now, now - retention_ms)
             self.reads += 1
-            entry = _Entry(counts, version, retention_ms, changes_at, began, self._loop.time() - began)
+            entry = _Entry(counts, version, retention_ms, changes_at, began)
             self._entries[queue_id] = entry
             return entry
         finally:
@@ -132,6 +125,6 @@ class CountCache:
 
 
 def _seen(task: asyncio.Task) -> None:
-    """A failed refresh nobody awaited: the next caller tries again (and gets the error if it waits)."""
+    """A failed count nobody awaited: the next caller tries again (and gets the error if it waits)."""
     if not task.cancelled():
         task.exception()

@@ -70,7 +70,7 @@ def test_many_concurrent_callers_share_one_count_and_other_queues_changes_cost_n
     run(tmp_path, scenario)
 
 
-def test_a_cheap_count_is_taken_again_after_every_change(tmp_path: Path) -> None:
+def test_a_small_queue_is_counted_again_after_every_change(tmp_path: Path) -> None:
     async def scenario(writer: Writer, reads: ReadSide, clock: ManualClock) -> None:
         cache = CountCache(reads.counts, clock)
         writer.caches.append(cache)
@@ -82,11 +82,10 @@ def test_a_cheap_count_is_taken_again_after_every_change(tmp_path: Path) -> None
     run(tmp_path, scenario)
 
 
-def test_an_expensive_count_serves_the_last_counts_and_converges_within_the_bound(tmp_path: Path) -> None:
+def test_a_big_queue_serves_the_last_counts_and_converges_within_max_age(tmp_path: Path) -> None:
     async def scenario(writer: Writer, reads: ReadSide, clock: ManualClock) -> None:
-        # As if counting this small queue were costly: counted again at most every max_age.
-        cache = CountCache(reads.counts, clock, max_age=1.0, cheap_seconds=0,
-                           cost_share=1e-9)
+        # As if this small queue were a big one: counted again at most every max_age / 2.
+        cache = CountCache(reads.counts, clock, max_age=1.0, small_queue=0)
         writer.caches.append(cache)
         writer.send(10)
         assert (await cache.counts(1, RETENTION_MS)).visible == 10
@@ -122,7 +121,7 @@ def test_counts_change_with_the_clock_alone_when_visibility_ends_a_delay_ends_or
 
 def test_counts_older_than_max_age_are_never_served_after_a_change(tmp_path: Path) -> None:
     async def scenario(writer: Writer, reads: ReadSide, clock: ManualClock) -> None:
-        cache = CountCache(reads.counts, clock, max_age=0.05, cheap_seconds=0, cost_share=1e-9)
+        cache = CountCache(reads.counts, clock, max_age=0.05, small_queue=0)
         writer.caches.append(cache)
         writer.send(3)
         assert (await cache.counts(1, RETENTION_MS)).visible == 3
