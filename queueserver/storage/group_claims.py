@@ -32,10 +32,16 @@ FRONT_WINDOW = 2_000  # rows at the front of a FIFO queue looked at in send orde
 MAX_GROUPS_VISITED = 120_000  # SQS: FIFO "scans the first 120,000 messages" for groups
 MAX_FAIR_PROBES = 100  # groups without a visible message visited before a fair receive gives up
 
+# Each group with messages in flight: how many, and whether its first message is one of them.
 _IN_FLIGHT = """
-SELECT group_id, count(*) FROM messages
-WHERE queue_id = ? AND visible_at_ms > ? AND receive_count > 0 AND group_id IS NOT NULL
-GROUP BY group_id
+SELECT in_flight.n, in_flight.group_id, (
+    SELECT visible_at_ms FROM messages WHERE id = (
+        SELECT min(id) FROM messages INDEXED BY messages_by_group
+        WHERE queue_id = :queue_id AND group_id = in_flight.group_id)
+) > :now
+FROM (SELECT group_id, count(*) AS n FROM messages
+      WHERE queue_id = :queue_id AND visible_at_ms > :now AND receive_count > 0 AND group_id IS NOT NULL
+      GROUP BY group_id) AS in_flight
 """
 # The groups at the front whose first message is visible, in the order they became available,
 # each with the window's size; one row with a NULL group when none is available.
@@ -86,9 +92,10 @@ def claim_fifo(conn: sqlite3.Connection, claim: Claim, in_flight_limit: int) -> 
     """Claim the next messages of available groups, in order; none beyond the in-flight limit."""
     in_flight_now = 0
     held: set[str] = set()  # groups whose first message is in flight: looked at no further
-    for group_id, count in conn.execute(_IN_FLIGHT, (claim.queue_id, claim.now_ms)).fetchall():
+    for count, group_id, first_in_flight in conn.execute(_IN_FLIGHT, {"queue_id": claim.queue_id,
+                                                                      "now": claim.now_ms}):
         in_flight_now += count
-        if conn.execute(_HEAD, (claim.queue_id, group_id)).fetchone()[1] > claim.now_ms:
+        if first_in_flight:
             held.add(group_id)
     wanted = min(claim.n, in_flight_limit - in_flight_now)
     if wanted <= 0:

@@ -1,5 +1,6 @@
-"""FIFO delivery (issue 4): strict order within a message group, a group held while any of
-its messages is in flight, failed messages before later ones, long polls on a held group,
+"""FIFO delivery (issue 4): strict order within a message group, a group held while its
+first message is in flight (issue 14: later ones still in flight stay hidden when it is
+visible again), failed messages before later ones, long polls on a held group,
 ReceiveRequestAttemptId, stale receipt handles (the FIFO errors of DeleteMessage and
 ChangeMessageVisibility), and FIFO dead-letter queues.
 
