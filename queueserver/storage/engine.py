@@ -205,11 +205,11 @@ class QueueEngine:
             attributes, tags = change(dict(current.attributes), dict(current.tags))
             modified_at = now if attributes != current.attributes else current.modified_at_ms  # tags are not attributes
             updated = queue_store.update(tx.conn, queue.id, attributes, tags, modified_at)
+            self._counts_change(tx, queue.id)
             self._set_queue(tx, queue.key, updated)
             return updated
 
         updated = await self._db.run(update)
-        self._counts.changed(queue.id)
         self._notify(queue.id)  # a shorter retention or delay may change what a waiter should see
         return updated
 
@@ -229,9 +229,9 @@ class QueueEngine:
             self._require(queue)
             message_store.delete_all(tx.conn, queue.id)
             self._in_flight_estimate.pop(queue.id, None)
+            self._counts_change(tx, queue.id)
 
         await self._db.run(purge)
-        self._counts.changed(queue.id)
         self._purged_at[queue.id] = now
 
     # -- messages -------------------------------------------------------------
@@ -263,13 +263,12 @@ class QueueEngine:
                 sent.append(SentMessage(message_id, m.md5_of_body, m.md5_of_attributes,
                                         m.md5_of_system_attributes, sequence))
             message_store.insert_messages(tx.conn, queue.id, stored, now, sender_id)
+            self._counts_change(tx, queue.id)
             if self._waiters.waiting(queue.id):  # a poll that registers later claims after this commit
                 tx.on_commit(lambda: self._notify(queue.id, len(stored)))
             return sent
 
-        sent = await self._db.run(send)
-        self._counts.changed(queue.id)
-        return sent
+        return await self._db.run(send)
 
     async def receive_messages(self, queue: Queue, max_messages: int, visibility_timeout: int,
                                wait_seconds: int, attempt_id: str | None = None) -> list[ReceivedMessage]:
@@ -286,10 +285,7 @@ class QueueEngine:
                 messages, next_visible, moved_to = await self._db.run(
                     lambda tx: self._claim(tx, queue, max_messages, visibility_timeout, attempt_id,
                                            short_poll=waiter is None))
-                if messages or moved_to is not None:
-                    self._counts.changed(queue.id)
                 if moved_to is not None:
-                    self._counts.changed(moved_to[0])
                     self._notify(moved_to[0], moved_to[1])
                 if messages or waiter is None:
                     return messages
@@ -309,6 +305,7 @@ class QueueEngine:
 
         def delete(tx: Transaction) -> list[EntryOutcome]:
             current = self._require(queue)
+            self._counts_change(tx, queue.id)
             outcomes = []
             for handle, receipt in zip(handles, receipts):
                 if receipt is None or receipt.queue_id != queue.id:
@@ -326,7 +323,6 @@ class QueueEngine:
             return outcomes
 
         outcomes = await self._db.run(delete)
-        self._counts.changed(queue.id)
         if queue.id in self._at_in_flight_limit or queue.fifo:
             self._notify(queue.id, len(handles))  # a deleted message may free its group or the in-flight limit
         return outcomes
@@ -336,10 +332,10 @@ class QueueEngine:
 
         def change(tx: Transaction) -> list[EntryOutcome]:
             self._require(queue)
+            self._counts_change(tx, queue.id)
             return [self._change_one(tx, queue, c, now) for c in changes]
 
         outcomes = await self._db.run(change)
-        self._counts.changed(queue.id)
         self._notify(queue.id, len(changes))
         return outcomes
 
@@ -372,6 +368,7 @@ class QueueEngine:
             if receipts:
                 rows = message_store.reclaim(tx.conn, receipts, visible_at)
                 if rows:
+                    self._counts_change(tx, queue.id)  # one whose visibility had ended is in flight again
                     return self._received(tx, queue, rows), None, None
         claim = claims.Claim(queue.id, n, now, visible_at, self._cutoff(current, now),
                              self._dead_letter_target(current))
@@ -396,6 +393,10 @@ class QueueEngine:
                 rows, moved = claims.claim_standard(tx.conn, claim)
             self._in_flight_estimate[queue.id] = in_flight + len(rows)
         moved_to = (claim.dead_letter.queue_id, moved) if moved and claim.dead_letter else None
+        if rows or moved:
+            self._counts_change(tx, queue.id)
+        if moved_to is not None:
+            self._counts_change(tx, moved_to[0])
         if not rows:
             return [], message_store.next_visible_at(tx.conn, queue.id, now), moved_to
         if current.fifo and attempt_id is not None:
@@ -448,6 +449,10 @@ class QueueEngine:
                 f"[{limits.MAX_VISIBILITY_TIMEOUT_SECONDS} seconds]"))
         message_store.set_visible_at(tx.conn, receipt.row_id, new_visible_at)
         return EntryOutcome()
+
+    def _counts_change(self, tx: Transaction, queue_id: int) -> None:
+        """The queue's counts change at this operation's COMMIT, before any answer, even if its caller has gone."""
+        tx.on_commit(lambda: self._counts.changed(queue_id))
 
     def _require(self, queue: Queue) -> Queue:
         """The queue's current state; fails if it was deleted since the request looked it up."""
