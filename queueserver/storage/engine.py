@@ -342,18 +342,7 @@ class QueueEngine:
     async def browse_messages(self, queue: Queue, after: int, limit: int) -> list[BrowsedMessage]:
         """The queue's messages in send order, read without receiving them (an extension to SQS)."""
         now = self._clock.now_ms()
-        rows = await self._reads.browse(queue.id, after, limit, self._cutoff(queue, now))
-        browsed = []
-        for (row_id, visible_at, receive_count, first_received, group_id, message_id, body, md5, attributes,
-             trace_header, sent_at, sender_id, deduplication_id, source_arn) in rows:
-            state = "visible" if visible_at <= now else "in_flight" if receive_count > 0 else "delayed"
-            browsed.append(BrowsedMessage(
-                position=row_id, message_id=message_id, body=body, md5_of_body=md5, attributes=_loads(attributes),
-                sent_at_ms=sent_at, sender_id=sender_id, receive_count=receive_count,
-                first_received_at_ms=first_received, state=state, trace_header=trace_header, group_id=group_id,
-                deduplication_id=deduplication_id, dead_letter_source_arn=source_arn,
-                sequence_number=sequence_number(row_id) if queue.fifo else None))
-        return browsed
+        return await self._reads.browse(queue.id, queue.fifo, after, limit, now, self._cutoff(queue, now))
 
     # -- on the database thread ----------------------------------------------
 
@@ -492,7 +481,3 @@ class QueueEngine:
 
 def _invalid_handle(handle: str) -> errors.ReceiptHandleIsInvalid:
     return errors.ReceiptHandleIsInvalid(f'The input receipt handle "{handle}" is not a valid receipt handle.')
-
-
-def _loads(text: str | None) -> dict | None:
-    return None if text is None else json.loads(text)
