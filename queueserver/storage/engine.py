@@ -208,11 +208,11 @@ class QueueEngine:
             attributes, tags = change(dict(current.attributes), dict(current.tags))
             modified_at = now if attributes != current.attributes else current.modified_at_ms  # tags are not attributes
             updated = queue_store.update(tx.conn, queue.id, attributes, tags, modified_at)
+            self._counts_change(tx, queue.id)
             self._set_queue(tx, queue.key, updated)
             return updated
 
         updated = await self._db.run(update)
-        self._counts.changed(queue.id)
         self._notify(queue.id)  # a shorter retention or delay may change what a waiter should see
         return updated
 
@@ -233,9 +233,9 @@ class QueueEngine:
             message_store.delete_all(tx.conn, queue.id)
             message_store.forget_deduplication(tx.conn, queue.id)
             self._in_flight_estimate.pop(queue.id, None)
+            self._counts_change(tx, queue.id)
 
         await self._db.run(purge)
-        self._counts.changed(queue.id)
         self._purged_at[queue.id] = now
 
     # -- messages -------------------------------------------------------------
@@ -267,13 +267,12 @@ class QueueEngine:
                 sent.append(SentMessage(message_id, m.md5_of_body, m.md5_of_attributes,
                                         m.md5_of_system_attributes, sequence))
             message_store.insert_messages(tx.conn, queue.id, stored, now, sender_id)
+            self._counts_change(tx, queue.id)
             if self._waiters.waiting(queue.id):  # a poll that registers later claims after this commit
                 tx.on_commit(lambda: self._notify(queue.id, len(stored)))
             return sent
 
-        sent = await self._db.run(send)
-        self._counts.changed(queue.id)
-        return sent
+        return await self._db.run(send)
 
     async def receive_messages(self, queue: Queue, max_messages: int, visibility_timeout: int,
                                wait_seconds: int, attempt_id: str | None = None) -> list[ReceivedMessage]:
@@ -290,10 +289,7 @@ class QueueEngine:
                 messages, next_visible, moved_to = await self._db.run(
                     lambda tx: self._claim(tx, queue, max_messages, visibility_timeout, attempt_id,
                                            short_poll=waiter is None))
-                if messages or moved_to is not None:
-                    self._counts.changed(queue.id)
                 if moved_to is not None:
-                    self._counts.changed(moved_to[0])
                     self._notify(moved_to[0], moved_to[1])
                 if messages or waiter is None:
                     return messages
@@ -314,6 +310,7 @@ class QueueEngine:
 
         def delete(tx: Transaction) -> list[EntryOutcome]:
             current = self._require(queue)
+            self._counts_change(tx, queue.id)
             outcomes = []
             for handle, receipt in zip(handles, receipts):
                 if receipt is None or receipt.queue_id != queue.id:
@@ -331,7 +328,6 @@ class QueueEngine:
             return outcomes
 
         outcomes = await self._db.run(delete)
-        self._counts.changed(queue.id)
         if queue.id in self._at_in_flight_limit or queue.fifo:
             self._notify(queue.id, len(handles))  # a deleted message may free its group or the in-flight limit
         return outcomes
@@ -341,28 +337,17 @@ class QueueEngine:
 
         def change(tx: Transaction) -> list[EntryOutcome]:
             self._require(queue)
+            self._counts_change(tx, queue.id)
             return [self._change_one(tx, queue, c, now) for c in changes]
 
         outcomes = await self._db.run(change)
-        self._counts.changed(queue.id)
         self._notify(queue.id, len(changes))
         return outcomes
 
     async def browse_messages(self, queue: Queue, after: int, limit: int) -> list[BrowsedMessage]:
         """The queue's messages in send order, read without receiving them (an extension to SQS)."""
         now = self._clock.now_ms()
-        rows = await self._reads.browse(queue.id, after, limit, self._cutoff(queue, now))
-        browsed = []
-        for (row_id, visible_at, receive_count, first_received, group_id, message_id, body, md5, attributes,
-             trace_header, sent_at, sender_id, deduplication_id, source_arn) in rows:
-            state = "visible" if visible_at <= now else "in_flight" if receive_count > 0 else "delayed"
-            browsed.append(BrowsedMessage(
-                position=row_id, message_id=message_id, body=body, md5_of_body=md5, attributes=_loads(attributes),
-                sent_at_ms=sent_at, sender_id=sender_id, receive_count=receive_count,
-                first_received_at_ms=first_received, state=state, trace_header=trace_header, group_id=group_id,
-                deduplication_id=deduplication_id, dead_letter_source_arn=source_arn,
-                sequence_number=sequence_number(row_id) if queue.fifo else None))
-        return browsed
+        return await self._reads.browse(queue.id, queue.fifo, after, limit, now, self._cutoff(queue, now))
 
     # -- on the database thread ----------------------------------------------
 
@@ -377,6 +362,7 @@ class QueueEngine:
             if receipts:
                 rows = message_store.reclaim(tx.conn, receipts, visible_at)
                 if rows:
+                    self._counts_change(tx, queue.id)  # one whose visibility had ended is in flight again
                     return self._received(tx, queue, rows), None, None
         claim = claims.Claim(queue.id, n, now, visible_at, self._cutoff(current, now),
                              self._dead_letter_target(current))
@@ -401,6 +387,10 @@ class QueueEngine:
                 rows, moved = claims.claim_standard(tx.conn, claim)
             self._in_flight_estimate[queue.id] = in_flight + len(rows)
         moved_to = (claim.dead_letter.queue_id, moved) if moved and claim.dead_letter else None
+        if rows or moved:
+            self._counts_change(tx, queue.id)
+        if moved_to is not None:
+            self._counts_change(tx, moved_to[0])
         if not rows:
             return [], message_store.next_visible_at(tx.conn, queue.id, now), moved_to
         if current.fifo and attempt_id is not None:
@@ -457,6 +447,10 @@ class QueueEngine:
         message_store.set_visible_at(tx.conn, receipt.row_id, new_visible_at)
         return EntryOutcome()
 
+    def _counts_change(self, tx: Transaction, queue_id: int) -> None:
+        """The queue's counts change at this operation's COMMIT, before any answer, even if its caller has gone."""
+        tx.on_commit(lambda: self._counts.changed(queue_id))
+
     def _require(self, queue: Queue) -> Queue:
         """The queue's current state; fails if it was deleted since the request looked it up."""
         current = self._queues.get(queue.key)
@@ -509,7 +503,3 @@ def _invalid_handle(handle: str) -> errors.ReceiptHandleIsInvalid:
 
 def _expired_handle(handle: str) -> errors.InvalidParameterValue:
     return errors.invalid_value("ReceiptHandle", handle, "The receipt handle has expired.")
-
-
-def _loads(text: str | None) -> dict | None:
-    return None if text is None else json.loads(text)

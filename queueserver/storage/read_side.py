@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import time
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import AsyncIterator
 
 import aiosqlite
 
-from queueserver.models import QueueCounts
+from queueserver.models import BrowsedMessage, QueueCounts, sequence_number
 
 READERS = 2  # the event loop and the writer use the rest of a small machine
 FILE_CHECK_SECONDS = 0.25  # as often as the writer looks whether its file was replaced
@@ -138,10 +139,23 @@ class ReadSide:
         return QueueCounts(visible=int(visible), in_flight=int(in_flight), delayed=int(delayed)), \
             min(changes, default=None)
 
-    async def browse(self, queue_id: int, after_row_id: int, limit: int, cutoff_ms: int) -> list[tuple]:
+    async def browse(self, queue_id: int, fifo: bool, after_row_id: int, limit: int, now_ms: int,
+                     cutoff_ms: int) -> list[BrowsedMessage]:
         """Unexpired messages in send order after a row, with their payloads."""
         async with self._connection() as conn:
-            return list(await conn.execute_fetchall(_BROWSE, (queue_id, after_row_id, cutoff_ms, limit)))
+            rows = await conn.execute_fetchall(_BROWSE, (queue_id, after_row_id, cutoff_ms, limit))
+        browsed = []
+        for (row_id, visible_at, receive_count, first_received, group_id, message_id, body, md5, attributes,
+             trace_header, sent_at, sender_id, deduplication_id, source_arn) in rows:
+            state = "visible" if visible_at <= now_ms else "in_flight" if receive_count > 0 else "delayed"
+            browsed.append(BrowsedMessage(
+                position=row_id, message_id=message_id, body=body, md5_of_body=md5,
+                attributes=None if attributes is None else json.loads(attributes),
+                sent_at_ms=sent_at, sender_id=sender_id, receive_count=receive_count,
+                first_received_at_ms=first_received, state=state, trace_header=trace_header, group_id=group_id,
+                deduplication_id=deduplication_id, dead_letter_source_arn=source_arn,
+                sequence_number=sequence_number(row_id) if fifo else None))
+        return browsed
 
     async def queue_totals(self, now_ms: int) -> list[tuple[str, str, str, int, int]]:
         """(region, account, name, messages stored, in flight) of every queue, for `queueserver check`."""

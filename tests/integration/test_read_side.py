@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -120,3 +121,51 @@ def test_counts_and_browse_follow_the_database_file_the_server_wrote_back_after_
         time.sleep(0.05)
     bodies = [m["Body"] for m in browse(server.endpoint, url, MaxNumberOfMessages=100)["Messages"]]
     assert bodies == [f"before{i}" for i in range(10)] + [f"after{i}" for i in range(10)] + [big] * 30 + ["last"]
+
+
+def test_fifo_counts_follow_receives_retried_receives_and_visibility_ends(sqs: Any, clock: Any,
+                                                                         make_queue: Any) -> None:
+    url = make_queue({"FifoQueue": "true", "ContentBasedDeduplication": "true"},
+                     name=f"counts-{uuid.uuid4().hex[:12]}.fifo")
+    for i in range(3):
+        sqs.send_message(QueueUrl=url, MessageBody=f"m{i}", MessageGroupId="g")
+    assert counts(sqs, url) == Counts(3, 0, 0)
+    [first] = receive(sqs, url, MaxNumberOfMessages=1, VisibilityTimeout=30, ReceiveRequestAttemptId="a1")
+    assert counts(sqs, url) == Counts(2, 1, 0)
+    clock.advance(30)
+    assert counts(sqs, url) == Counts(3, 0, 0), "its visibility timeout ended"
+    [again] = receive(sqs, url, MaxNumberOfMessages=1, VisibilityTimeout=30, ReceiveRequestAttemptId="a1")
+    assert again["MessageId"] == first["MessageId"]
+    assert counts(sqs, url) == Counts(2, 1, 0), "the retried receive holds it again"
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=again["ReceiptHandle"])
+    assert counts(sqs, url) == Counts(2, 0, 0)
+
+
+def test_reads_running_all_the_time_do_not_keep_the_write_ahead_log_from_being_checkpointed(
+        tmp_path: Any, server_factory: Any, make_client: Any) -> None:
+    db = tmp_path / "q.db"
+    server = server_factory(db, "--test-clock")
+    client = make_client(server.endpoint)
+    url = client.create_queue(QueueName="busy")["QueueUrl"]
+    stop = threading.Event()
+    reads = [0]
+
+    def read_forever() -> None:
+        reader = make_client(server.endpoint)
+        while not stop.is_set():
+            counts(reader, url)
+            browse(server.endpoint, url, MaxNumberOfMessages=10)
+            reads[0] += 1
+
+    thread = threading.Thread(target=read_forever)
+    thread.start()
+    try:
+        big = "x" * 200_000
+        for _ in range(60):  # 12 MB through the log; SQLite checkpoints it at every ~4 MB
+            client.send_message(QueueUrl=url, MessageBody=big)
+    finally:
+        stop.set()
+        thread.join()
+    assert reads[0] > 10
+    wal = db.with_name("q.db-wal").stat().st_size
+    assert wal < 8_000_000, f"the write-ahead log grew to {wal:,} bytes: a reader kept it from being reused"
