@@ -1,4 +1,4 @@
-"""The command line: `queueserver serve …`."""
+"""The command line: `queueserver serve …`, `backup`, `check`, `worker` and the admin commands."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ import os
 import sys
 import time
 
+from queueserver.admin_cli import COMMANDS as ADMIN_COMMANDS
+from queueserver.admin_cli import add_commands as add_admin_commands
+from queueserver.admin_cli import run as run_admin
 from queueserver.config import ServerConfig
 from queueserver.config_sources import ConfigError, add_options, load
 
@@ -28,6 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     from queueserver.consumer.cli import add_arguments as add_worker_arguments
 
     add_worker_arguments(commands.add_parser("worker", help="consume a queue with a Python handler"))
+    add_admin_commands(commands)
     return parser
 
 
@@ -35,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command in ADMIN_COMMANDS:
+        return run_admin(args)
     logging.basicConfig(level=getattr(args, "log_level", "warning").upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "worker":
         from queueserver.consumer.cli import run as run_worker
