@@ -209,3 +209,15 @@ def _attribute_text(value: Any, where: str) -> str:
         return json.dumps(value, separators=(",", ":"))
     raise ConfigError(f"{where}: expected a string, integer, boolean or table, got {value!r}")
 
+
+
+def reference_table() -> str:
+    """The README's settings reference (README, Config file), made from the declaration so it cannot drift."""
+    lines = ["| key | option | environment | type | default | meaning |", "|---|---|---|---|---|---|"]
+    for s in settings():
+        kind = f"one of {', '.join(s.choices)}" if s.choices else \
+            {bool: "boolean", int: "integer", float: "number", str: "string", tuple: "list of strings"}[s.kind]
+        default = json.dumps(list(s.default) if s.kind is tuple else s.default)
+        option = f"--[no-]{s.option[2:]}" if s.kind is bool else s.option
+        lines.append(f"| `{s.name}` | `{option}` | `{s.env}` | {kind} | `{default}` | {s.help} |")
+    return "\n".join(lines)

@@ -9,7 +9,7 @@ import pytest
 
 from queueserver.cli import _parser
 from queueserver.config import ServerConfig
-from queueserver.config_sources import ConfigError, load, settings
+from queueserver.config_sources import ConfigError, load, reference_table, settings
 
 
 def _load(argv: list[str], environ: dict[str, str] | None = None) -> ServerConfig:
@@ -112,3 +112,13 @@ def test_queues_take_the_server_region_and_account_unless_their_table_gives_them
         ("us-west-2", "111111111111", {"VisibilityTimeout": "60", "ContentBasedDeduplication": "false"})
     assert (b.region, b.account, b.attributes) == \
         ("eu-west-1", "222222222222", {"RedriveAllowPolicy": '{"redrivePermission":"denyAll"}'})
+
+
+def test_the_readme_documents_every_setting_with_the_table_generated_from_the_declaration() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Config file", 1)[1].split("\n### ", 1)[0]
+    assert reference_table() in section, (
+        "README's Config file table is stale; regenerate it with\n"
+        "python -c 'from queueserver.config_sources import reference_table; print(reference_table())'")
+    for s in settings():
+        assert f"| `{s.name}` |" in section and s.env in section
