@@ -48,6 +48,12 @@ def _check(engine: QueueEngine, d: QueueDeclaration, all_declared: tuple[QueueDe
         checked = queue_attributes.check(attributes, fifo=fifo, creating=True)
     except errors.SQSError as exc:
         raise ConfigError(f"{where}: {exc.message}") from None
+    try:  # an existing queue: the rules between attributes, on what they would become
+        queue_attributes.apply(engine.get_queue(d.region, d.account, d.name).attributes, checked)
+    except errors.QueueDoesNotExist:
+        pass
+    except errors.SQSError as exc:
+        raise ConfigError(f"{where}: {exc.message}") from None
     if d.dead_letter_queue is not None:
         target = d.dead_letter_queue
         declared = any((q.name, q.region, q.account) == (target, d.region, d.account) for q in all_declared)

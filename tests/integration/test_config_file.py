@@ -129,3 +129,23 @@ def test_a_bad_file_stops_the_start_with_one_line_naming_the_key_and_changes_not
     server = server_factory(db)
     assert make_client(server.endpoint).list_queues().get("QueueUrls", []) == []
     server.stop()
+
+
+def test_a_change_the_existing_queue_cannot_take_is_refused_before_any_queue_is_touched(
+        tmp_path: Path, server_factory: Any, make_client: Any) -> None:
+    db = tmp_path / "q.db"
+    first = server_factory(db)
+    make_client(first.endpoint).create_queue(QueueName="x.fifo", Attributes={
+        "FifoQueue": "true", "DeduplicationScope": "messageGroup", "FifoThroughputLimit": "perMessageGroupId"})
+    first.stop()
+    refusal = serverproc.try_serve(db, "--config", _config(
+        tmp_path, '[queues.early]\n[queues."x.fifo"]\nDeduplicationScope = "queue"\n'))
+    assert refusal.returncode == 2
+    assert "key queues.x.fifo: Invalid value for the parameter FifoThroughputLimit" in refusal.stderr
+    again = server_factory(db)
+    sqs = make_client(again.endpoint)
+    assert [url.rpartition("/")[2] for url in sqs.list_queues()["QueueUrls"]] == ["x.fifo"]
+    url = sqs.get_queue_url(QueueName="x.fifo")["QueueUrl"]
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DeduplicationScope"])["Attributes"] == \
+        {"DeduplicationScope": "messageGroup"}
+    again.stop()
