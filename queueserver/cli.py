@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     if args.command in ADMIN_COMMANDS:
         return run_admin(args)
-    logging.basicConfig(level=getattr(args, "log_level", "warning").upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=getattr(args, "log_level", "warning").upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "worker":
         from queueserver.consumer.cli import run as run_worker
 

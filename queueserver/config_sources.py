@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import json
 import tomllib
+import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,16 +51,19 @@ class Setting:
         return ENV_PREFIX + self.name.upper()
 
 
-def settings() -> list[Setting]:
-    """Every setting, in declaration order."""
-    hints = typing.get_type_hints(ServerConfig)
+def settings(config_class: type = ServerConfig) -> list[Setting]:
+    """Every setting, in declaration order (fields declared without `setting()` too, with no help)."""
+    hints = typing.get_type_hints(config_class)
     found = []
-    for f in dataclasses.fields(ServerConfig):
+    for f in dataclasses.fields(config_class):
         if f.metadata.get("file_only"):
             continue
         kind = hints[f.name]
+        if typing.get_origin(kind) in (typing.Union, types.UnionType):  # `int | None`: an int when given
+            kind = next(k for k in typing.get_args(kind) if k is not type(None))
         kind = tuple if typing.get_origin(kind) is tuple else kind
-        found.append(Setting(f.name, f.metadata.get("name") or f.name, kind, f.default,
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        found.append(Setting(f.name, f.metadata.get("name") or f.name, kind, default,
                              f.metadata.get("help", ""), f.metadata.get("group", ""),
                              tuple(f.metadata.get("choices", ())), f.metadata.get("metavar", "")))
     return found

@@ -26,12 +26,26 @@ def test_every_server_config_field_but_the_queues_is_a_setting_with_an_option_a_
     fields = {f.name for f in dataclasses.fields(ServerConfig)} - {"queues"}
     declared = settings()
     assert {s.field for s in declared} == fields
-    assert all(s.help for s in declared)
     assert len({s.env for s in declared}) == len(declared)
     by_field = {s.field: s for s in declared}
     assert (by_field["db_path"].option, by_field["db_path"].env, by_field["db_path"].name) == \
         ("--db", "QUEUESERVER_DB", "db")
     assert by_field["allowed_origins"].option == "--allow-origin"
+
+
+def test_a_field_declared_the_plain_way_is_a_setting_too() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Extended(ServerConfig):
+        log_format: str = "text"
+        access_log: bool = False
+        limit: int | None = None
+
+    added = {s.name: s for s in settings(Extended)}
+    assert [(added[n].kind, added[n].default, added[n].option, added[n].env) for n in ("log_format", "access_log",
+                                                                                       "limit")] == [
+        (str, "text", "--log-format", "QUEUESERVER_LOG_FORMAT"),
+        (bool, False, "--access-log", "QUEUESERVER_ACCESS_LOG"),
+        (int, None, "--limit", "QUEUESERVER_LIMIT")]
 
 
 def test_without_any_source_every_setting_has_its_default() -> None:
