@@ -224,6 +224,8 @@ def run(args: argparse.Namespace) -> int:
     except AdminError as exc:
         error(str(exc))
         return exc.exit_code
+    except KeyboardInterrupt:  # a long poll or a listing cut short: nothing to undo
+        return client.INTERRUPTED
     except OSError as exc:  # --file
         error(f"{exc.filename}: {exc.strerror}")
         return client.USAGE
