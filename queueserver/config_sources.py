@@ -188,6 +188,9 @@ def _queue(name: str, table: Any, config: ServerConfig, where: str) -> QueueDecl
     for key, value in strings.items():
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{where}.{key}: expected a non-empty string, got {value!r}")
+    if strings.get("account", config.account_id) != config.account_id:  # until credentials name accounts
+        raise ConfigError(f"{where}.account: this server serves one account, account_id = "
+                          f"{config.account_id!r}; a queue in {strings['account']!r} could not be reached")
     count = table.get("max_receive_count")
     if count is not None and (type(count) is not int or not 1 <= count <= 1000):
         raise ConfigError(f"{where}.max_receive_count: expected an integer from 1 to 1000, got {count!r}")

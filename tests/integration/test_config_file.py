@@ -23,6 +23,10 @@ tags = { team = "shop" }
 
 [queues."jobs.fifo"]
 ContentBasedDeduplication = true
+
+[queues.far-away]
+region = "eu-west-1"
+DelaySeconds = 4
 """
 
 
@@ -52,6 +56,12 @@ def test_the_queues_of_the_file_exist_at_start_with_their_attributes_tags_and_de
     assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "shop"}
     dlq_url = sqs.get_queue_url(QueueName="orders-dlq")["QueueUrl"]
     assert sqs.list_dead_letter_source_queues(QueueUrl=dlq_url)["queueUrls"] == [url]
+    assert "far-away" not in str(sqs.list_queues().get("QueueUrls"))
+    far = make_client(server.endpoint, region="eu-west-1")
+    far_url = far.get_queue_url(QueueName="far-away")["QueueUrl"]
+    assert far_url.endswith("/queue/eu-west-1/000000000000/far-away")
+    assert far.get_queue_attributes(QueueUrl=far_url, AttributeNames=["DelaySeconds", "QueueArn"])["Attributes"] == \
+        {"DelaySeconds": "4", "QueueArn": "arn:aws:sqs:eu-west-1:000000000000:far-away"}
     server.stop()
 
 

@@ -95,6 +95,7 @@ def test_an_integer_is_a_valid_value_for_a_float_setting_in_the_file(tmp_path: P
     ("[queues.orders]\ndead_letter_queue = \"dlq\"\nmax_receive_count = 0\n",
      "key queues.orders.max_receive_count: expected an integer from 1 to 1000"),
     ("[queues.orders]\ntags = { team = 5 }\n", "key queues.orders.tags: expected a table of strings"),
+    ("[queues.orders]\naccount = \"123456789012\"\n", "key queues.orders.account: this server serves one account"),
     ("[queues.orders]\nVisibilityTimeout = [1]\n", "key queues.orders.VisibilityTimeout: expected a string"),
 ])
 def test_a_bad_file_is_refused_in_one_line_naming_the_key_and_the_problem(tmp_path: Path, text: str,
@@ -119,13 +120,13 @@ def test_a_missing_file_is_refused_naming_it(tmp_path: Path) -> None:
 def test_queues_take_the_server_region_and_account_unless_their_table_gives_them(tmp_path: Path) -> None:
     path = _file(tmp_path, 'account_id = "111111111111"\n'
                            '[queues.a]\nVisibilityTimeout = 60\nContentBasedDeduplication = false\n'
-                           '[queues.b]\nregion = "eu-west-1"\naccount = "222222222222"\n'
+                           '[queues.b]\nregion = "eu-west-1"\naccount = "111111111111"\n'
                            'RedriveAllowPolicy = { redrivePermission = "denyAll" }\n')
     a, b = _load(["--config", path, "--region", "us-west-2"]).queues
     assert (a.region, a.account, a.attributes) == \
         ("us-west-2", "111111111111", {"VisibilityTimeout": "60", "ContentBasedDeduplication": "false"})
     assert (b.region, b.account, b.attributes) == \
-        ("eu-west-1", "222222222222", {"RedriveAllowPolicy": '{"redrivePermission":"denyAll"}'})
+        ("eu-west-1", "111111111111", {"RedriveAllowPolicy": '{"redrivePermission":"denyAll"}'})
 
 
 def test_the_readme_documents_every_setting_with_the_table_generated_from_the_declaration() -> None:
