@@ -22,12 +22,12 @@ def _parser() -> argparse.ArgumentParser:
                                 epilog="every option is also a config file key and a QUEUESERVER_* variable "
                                        "(README, Config file)")
     add_options(serve)
-    defaults = ServerConfig()
+    db = os.environ.get("QUEUESERVER_DB", ServerConfig().db_path)  # the server's, in a container too
     backup = commands.add_parser("backup", help="copy the database safely, also while the server runs")
     backup.add_argument("destination", help="the file to write")
-    backup.add_argument("--db", default=defaults.db_path, help="the database to copy")
+    backup.add_argument("--db", default=db, help="the database to copy (default: $QUEUESERVER_DB, else %(default)s)")
     check = commands.add_parser("check", help="integrity check, schema version and messages per queue")
-    check.add_argument("--db", default=defaults.db_path, help="the database to check")
+    check.add_argument("--db", default=db, help="the database to check (default: $QUEUESERVER_DB, else %(default)s)")
     from queueserver.consumer.cli import add_arguments as add_worker_arguments
 
     add_worker_arguments(commands.add_parser("worker", help="consume a queue with a Python handler"))

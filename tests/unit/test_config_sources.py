@@ -137,3 +137,11 @@ def test_the_readme_documents_every_setting_with_the_table_generated_from_the_de
         "python -c 'from queueserver.config_sources import reference_table; print(reference_table())'")
     for s in settings():
         assert f"| `{s.name}` |" in section and s.env in section
+
+
+def test_backup_and_check_find_the_database_in_queueserver_db_as_the_server_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUEUESERVER_DB", "/data/queues.db")
+    assert _parser().parse_args(["check"]).db == "/data/queues.db"
+    assert _parser().parse_args(["backup", "copy.db"]).db == "/data/queues.db"
+    assert _parser().parse_args(["check", "--db", "other.db"]).db == "other.db"
