@@ -15,6 +15,7 @@ import uvicorn
 from queueserver.app import create_app
 from queueserver.clock import Clock, ManualClock, SystemClock
 from queueserver.config import ServerConfig
+from queueserver.queue_setup import apply_queues
 from queueserver.http_guard import GuardedHttpProtocol, RefusalLog
 from queueserver.storage import QueueEngine
 
@@ -115,6 +116,7 @@ async def serve(config: ServerConfig) -> None:
         in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit,
         counts_max_age=config.counts_max_age)
     try:
+        await apply_queues(engine, config.queues, config.region)
         app = create_app(config, engine)
         # Start-up objects live for the whole run: keep the collector from scanning them again
         # and again (it took 3-4 % of the CPU under load).

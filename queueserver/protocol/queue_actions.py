@@ -37,6 +37,17 @@ async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, An
     assert name is not None
     requested = params.string_map(p, "Attributes")
     fifo = requested.get("FifoQueue", "false").strip().lower() == "true"
+    check_queue_name(name, fifo)
+    supplied = _check_attributes(engine, ctx, name, fifo, requested, creating=True)
+    tags = params.string_map(p, "tags")
+    _check_tags(tags)
+    defaults = {**queue_attributes.DEFAULTS, **(queue_attributes.FIFO_DEFAULTS if fifo else {})}
+    attributes = queue_attributes.apply(defaults, supplied)
+    queue = await engine.create_queue(ctx.region, ctx.account, name, fifo, attributes, supplied, tags)
+    return {"QueueUrl": ctx.queue_url(queue.name)}
+
+
+def check_queue_name(name: str, fifo: bool) -> None:
     if fifo and not _FIFO_NAME.fullmatch(name):
         raise errors.InvalidParameterValue(
             "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, "
@@ -46,13 +57,6 @@ async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, An
         raise errors.InvalidParameterValue(
             "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
         )
-    supplied = _check_attributes(engine, ctx, name, fifo, requested, creating=True)
-    tags = params.string_map(p, "tags")
-    _check_tags(tags)
-    defaults = {**queue_attributes.DEFAULTS, **(queue_attributes.FIFO_DEFAULTS if fifo else {})}
-    attributes = queue_attributes.apply(defaults, supplied)
-    queue = await engine.create_queue(ctx.region, ctx.account, name, fifo, attributes, supplied, tags)
-    return {"QueueUrl": ctx.queue_url(queue.name)}
 
 
 def _check_attributes(engine: QueueEngine, ctx: RequestContext, name: str, fifo: bool,

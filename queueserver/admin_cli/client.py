@@ -1,0 +1,100 @@
+"""The SQS client the admin commands use: endpoint, region and credentials resolved, errors classified."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from typing import Any
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
+
+# Exit codes (README, Admin CLI).
+OK = 0
+SQS_ERROR = 1  # the server answered with an error
+USAGE = 2  # argparse's own code for bad arguments
+UNREACHABLE = 3  # no answer from the endpoint
+NO_SUCH_QUEUE = 4
+TASK_FAILED = 5  # a redrive ended FAILED
+INTERRUPTED = 130  # Ctrl-C; a redrive's task was cancelled
+
+_MISSING_QUEUE_CODES = {"QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue"}
+
+
+class AdminError(Exception):
+    """A failed command: what to print and the exit code."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def endpoint_from(option: str | None) -> str:
+    return option or os.environ.get("AWS_ENDPOINT_URL_SQS") or DEFAULT_ENDPOINT
+
+
+class Admin:
+    """A boto3 SQS client, plus the queueserver extension calls boto3 does not know."""
+
+    def __init__(self, endpoint: str, region: str | None) -> None:
+        import boto3
+        from botocore.config import Config
+        from botocore.credentials import Credentials
+
+        session = boto3.session.Session()
+        self.region = region or session.region_name or "us-east-1"
+        # A local queueserver accepts any key; AWS needs real ones, found the usual way.
+        self._credentials = session.get_credentials() or Credentials("queueserver", "queueserver")
+        frozen = self._credentials.get_frozen_credentials()
+        self.endpoint = endpoint
+        self.sqs = session.client("sqs", region_name=self.region, endpoint_url=endpoint,
+                                  aws_access_key_id=frozen.access_key, aws_secret_access_key=frozen.secret_key,
+                                  aws_session_token=frozen.token,
+                                  config=Config(retries={"total_max_attempts": 2}, read_timeout=60))
+
+    def url(self, name: str) -> str:
+        return self.call("get_queue_url", QueueName=name)["QueueUrl"]
+
+    def call(self, operation: str, **params: Any) -> dict[str, Any]:
+        """A boto3 call whose failures become AdminErrors with a meaningful exit code."""
+        from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+
+        try:
+            return getattr(self.sqs, operation)(**params)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise _sqs_error(error.get("Code", "?"), error.get("Message", "")) from None
+        except EndpointConnectionError:
+            raise AdminError(f"cannot reach {self.endpoint}", UNREACHABLE) from None
+        except BotoCoreError as exc:
+            raise AdminError(str(exc), UNREACHABLE) from None
+
+    def extension(self, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A queueserver extension action over AWS JSON, signed like any SQS request."""
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        request = AWSRequest(method="POST", url=self.endpoint.rstrip("/") + "/", data=json.dumps(params).encode(),
+                             headers={"Content-Type": "application/x-amz-json-1.0",
+                                      "X-Amz-Target": f"AmazonSQS.{action}"})
+        SigV4Auth(self._credentials, "sqs", self.region).add_auth(request)
+        prepared = request.prepare()
+        http = urllib.request.Request(prepared.url, data=prepared.body, headers=dict(prepared.headers), method="POST")
+        try:
+            with urllib.request.urlopen(http, timeout=60) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            try:
+                error = json.loads(exc.read())
+            except ValueError:
+                raise AdminError(f"{action}: HTTP {exc.code} (not a queueserver?)", SQS_ERROR) from None
+            code = str(error.get("__type", "?")).rpartition("#")[2]
+            raise _sqs_error(code, str(error.get("message", ""))) from None
+        except (urllib.error.URLError, OSError):
+            raise AdminError(f"cannot reach {self.endpoint}", UNREACHABLE) from None
+
+
+def _sqs_error(code: str, message: str) -> AdminError:
+    exit_code = NO_SUCH_QUEUE if code in _MISSING_QUEUE_CODES else SQS_ERROR
+    return AdminError(f"{code}: {message}" if message else code, exit_code)

@@ -1,0 +1,231 @@
+"""The admin commands: argparse declarations and one handler each."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, Callable
+
+from queueserver.admin_cli import client
+from queueserver.admin_cli.client import Admin, AdminError
+from queueserver.admin_cli.output import Output, error
+from queueserver.admin_cli.redrive import redrive
+
+BROWSE_ACTION = "QueueserverBrowseMessages"
+
+
+def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
+    pairs = {}
+    for value in values or []:
+        key, sep, text = value.partition("=")
+        if not sep or not key:
+            raise AdminError(f"{option} {value!r}: expected KEY=VALUE", client.USAGE)
+        pairs[key] = text
+    return pairs
+
+
+def _dead_letter_queue(attributes: dict[str, str]) -> str | None:
+    policy = attributes.get("RedrivePolicy")
+    return json.loads(policy)["deadLetterTargetArn"].rpartition(":")[2] if policy else None
+
+
+def _oldest_age(admin: Admin, url: str) -> int | None:
+    """Seconds since the oldest message was sent, from a browse (a queueserver extension; None elsewhere)."""
+    try:
+        messages = admin.extension(BROWSE_ACTION, {"QueueUrl": url, "MaxNumberOfMessages": 1}).get("Messages", [])
+    except AdminError as exc:
+        if exc.exit_code == client.UNREACHABLE:
+            raise
+        return None
+    if not messages:
+        return None
+    return max(0, int(time.time()) - int(messages[0]["Attributes"]["SentTimestamp"]) // 1000)
+
+
+def _queue_rows(admin: Admin, prefix: str) -> list[dict[str, Any]]:
+    urls: list[str] = []
+    params: dict[str, Any] = {"MaxResults": 1000, **({"QueueNamePrefix": prefix} if prefix else {})}
+    while True:
+        page = admin.call("list_queues", **params)
+        urls += page.get("QueueUrls", [])
+        if "NextToken" not in page:
+            break
+        params["NextToken"] = page["NextToken"]
+    rows = []
+    for url in urls:
+        try:
+            attributes = admin.call("get_queue_attributes", QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        except AdminError as exc:
+            if exc.exit_code == client.NO_SUCH_QUEUE:  # deleted since the listing
+                continue
+            raise
+        rows.append({"name": url.rstrip("/").rpartition("/")[2], "url": url,
+                     "visible": int(attributes["ApproximateNumberOfMessages"]),
+                     "in_flight": int(attributes["ApproximateNumberOfMessagesNotVisible"]),
+                     "delayed": int(attributes["ApproximateNumberOfMessagesDelayed"]),
+                     "oldest_age_seconds": _oldest_age(admin, url),
+                     "dead_letter_queue": _dead_letter_queue(attributes)})
+    return rows
+
+
+def queues(admin: Admin, out: Output, args: argparse.Namespace) -> int:
+    rows = _queue_rows(admin, args.prefix)
+    out.table(rows, f"queues at {admin.endpoint}", ["name", "visible", "in flight", "delayed", "oldest age (s)",
+                                                    "dead-letter queue"],
+              [[r["name"], r["visible"], r["in_flight"], r["delayed"], r["oldest_age_seconds"],
+                r["dead_letter_queue"]] for r in rows])
+    return client.OK
+
+
+def queue(admin: Admin, out: Output, args: argparse.Namespace) -> int:
+    name = args.name
+    if args.action == "create":
+        attributes = _pairs(args.attribute, "--attribute")
+        if name.endswith(".fifo"):
+            attributes.setdefault("FifoQueue", "true")
+        url = admin.call("create_queue", QueueName=name, Attributes=attributes,
+                         tags=_pairs(args.tag, "--tag"))["QueueUrl"]
+        out.result({"QueueUrl": url}, url)
+    elif args.action == "delete":
+        admin.call("delete_queue", QueueUrl=admin.url(name))
+        out.result({"deleted": name}, f"deleted {name}")
+    elif args.action == "purge":
+        admin.call("purge_queue", QueueUrl=admin.url(name))
+        out.result({"purged": name}, f"purged {name}")
+    else:
+        url = admin.url(name)
+        changes = _pairs(args.set, "--set")
+        if changes:
+            admin.call("set_queue_attributes", QueueUrl=url, Attributes=changes)
+        attributes = admin.call("get_queue_attributes", QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        out.table(attributes, name, ["attribute", "value"], sorted([k, v] for k, v in attributes.items()))
+    return client.OK
+
+
+def send(admin: Admin, out: Output, args: argparse.Namespace) -> int:
+    if args.file is not None:
+        with open(args.file, encoding="utf-8") as file:
+            body = file.read()
+    elif args.body in (None, "-"):
+        body = sys.stdin.read()
+    else:
+        body = args.body
+    params: dict[str, Any] = {"QueueUrl": admin.url(args.name), "MessageBody": body}
+    optional = {"MessageGroupId": args.group_id, "MessageDeduplicationId": args.deduplication_id,
+                "DelaySeconds": args.delay}
+    params.update({k: v for k, v in optional.items() if v is not None})
+    sent = admin.call("send_message", **params)
+    sent.pop("ResponseMetadata", None)
+    out.result(sent, sent["MessageId"])
+    return client.OK
+
+
+def receive(admin: Admin, out: Output, args: argparse.Namespace) -> int:
+    url = admin.url(args.name)
+    params: dict[str, Any] = {"QueueUrl": url, "MaxNumberOfMessages": args.max, "WaitTimeSeconds": args.wait,
+                              "MessageSystemAttributeNames": ["All"], "MessageAttributeNames": ["All"]}
+    if args.visibility_timeout is not None:
+        params["VisibilityTimeout"] = args.visibility_timeout
+    messages = admin.call("receive_message", **params).get("Messages", [])
+    if args.delete and messages:
+        entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
+        failed = admin.call("delete_message_batch", QueueUrl=url, Entries=entries).get("Failed", [])
+        if failed:
+            raise AdminError(f"{len(failed)} received messages could not be deleted: {failed[0].get('Code')}",
+                             client.SQS_ERROR)
+    _messages(out, args.name, messages)
+    return client.OK
+
+
+def peek(admin: Admin, out: Output, args: argparse.Namespace) -> int:
+    messages = admin.extension(BROWSE_ACTION, {"QueueUrl": admin.url(args.name),
+                                               "MaxNumberOfMessages": args.max}).get("Messages", [])
+    _messages(out, args.name, messages)
+    return client.OK
+
+
+def _messages(out: Output, name: str, messages: list[dict[str, Any]]) -> None:
+    out.table(messages, f"{len(messages)} messages from {name}",
+              ["message id", "state", "receives", "body"],
+              [[m["MessageId"], m.get("State", "received"), m.get("Attributes", {}).get("ApproximateReceiveCount"),
+                m["Body"] if len(m["Body"]) <= 200 else m["Body"][:200] + "…"] for m in messages])
+
+
+def stats(admin: Admin, out: Output, args: argparse.Namespace) -> int:
+    rows = _queue_rows(admin, "")
+    dead_letter_queues = {r["dead_letter_queue"] for r in rows if r["dead_letter_queue"]}
+    totals = {"queues": len(rows), "visible": sum(r["visible"] for r in rows),
+              "in_flight": sum(r["in_flight"] for r in rows), "delayed": sum(r["delayed"] for r in rows),
+              "dead_letter_queues": len(dead_letter_queues),
+              "messages_in_dead_letter_queues": sum(r["visible"] + r["in_flight"] + r["delayed"] for r in rows
+                                                    if r["name"] in dead_letter_queues),
+              "oldest_age_seconds": max((r["oldest_age_seconds"] for r in rows
+                                         if r["oldest_age_seconds"] is not None), default=None)}
+    out.table(totals, f"totals at {admin.endpoint}", ["", "value"], [[k.replace("_", " "), v]
+                                                                    for k, v in totals.items()])
+    return client.OK
+
+
+Handler = Callable[[Admin, Output, argparse.Namespace], int]
+COMMANDS: dict[str, Handler] = {"queues": queues, "queue": queue, "send": send, "receive": receive,
+                                "peek": peek, "redrive": redrive, "stats": stats}
+
+
+def add_commands(commands: Any) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--endpoint", help=f"the SQS endpoint (default: $AWS_ENDPOINT_URL_SQS, else "
+                                           f"{client.DEFAULT_ENDPOINT})")
+    common.add_argument("--region", help="the region to sign for (default: the AWS configuration, else us-east-1)")
+    common.add_argument("--json", action="store_true", help="print JSON for scripts instead of tables")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=help, parents=[common], description=help)
+
+    command("queues", "a table of the queues: messages visible, in flight, delayed, oldest age, dead-letter queue") \
+        .add_argument("--prefix", default="", help="only queues whose name starts with it")
+    q = command("queue", "create, delete, purge a queue or show (and --set) its attributes")
+    q.add_argument("action", choices=["create", "delete", "purge", "attributes"])
+    q.add_argument("name")
+    q.add_argument("--attribute", action="append", metavar="NAME=VALUE", help="create: an attribute; repeat")
+    q.add_argument("--tag", action="append", metavar="KEY=VALUE", help="create: a tag; repeat")
+    q.add_argument("--set", action="append", metavar="NAME=VALUE", help="attributes: change one first; repeat")
+    s = command("send", "send one message; the body from the argument, --file, or stdin (- or nothing)")
+    s.add_argument("name")
+    s.add_argument("body", nargs="?")
+    s.add_argument("--file", help="read the body from this file")
+    s.add_argument("--group-id", help="MessageGroupId (FIFO queues)")
+    s.add_argument("--deduplication-id", help="MessageDeduplicationId (FIFO queues)")
+    s.add_argument("--delay", type=int, help="DelaySeconds")
+    r = command("receive", "receive messages (they become in flight unless --delete deletes them)")
+    r.add_argument("name")
+    r.add_argument("--max", type=int, default=1, help="at most this many, 1 to 10 (default 1)")
+    r.add_argument("--wait", type=int, default=0, help="long-poll up to this many seconds (default 0)")
+    r.add_argument("--visibility-timeout", type=int, help="seconds the messages stay in flight")
+    r.add_argument("--delete", action="store_true", help="delete what was received")
+    p = command("peek", "show messages without receiving them: nothing moves (a queueserver extension)")
+    p.add_argument("name")
+    p.add_argument("--max", type=int, default=10, help="at most this many, 1 to 1000 (default 10)")
+    d = command("redrive", "move a dead-letter queue's messages back (a move task) with a progress bar; "
+                           "Ctrl-C cancels the task")
+    d.add_argument("name", help="the dead-letter queue")
+    d.add_argument("--to", help="the destination queue (default: each message's source queue)")
+    d.add_argument("--rate", type=int, help="MaxNumberOfMessagesPerSecond")
+    d.add_argument("--interval", type=float, default=0.5, help="seconds between progress polls (default 0.5)")
+    command("stats", "totals over all queues")
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Output(args.json)
+    try:
+        admin = Admin(client.endpoint_from(args.endpoint), args.region)
+        return COMMANDS[args.command](admin, out, args)
+    except AdminError as exc:
+        error(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:  # a long poll or a listing cut short: nothing to undo
+        return client.INTERRUPTED
+    except OSError as exc:  # --file
+        error(f"{exc.filename}: {exc.strerror}")
+        return client.USAGE
