@@ -16,9 +16,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from queueserver import errors
+from queueserver.auth import Authenticator
 from queueserver.clock import ManualClock
 from queueserver.config import ServerConfig
 from queueserver.protocol import Dispatcher, HttpRequest
+from queueserver.protocol.error_codes import wire_error
 from queueserver.storage import QueueEngine
 
 CLOCK_PATH = "/_queueserver/clock"
@@ -28,8 +31,21 @@ ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Cal
                    Awaitable[None]]
 
 
-def create_app(config: ServerConfig, engine: QueueEngine) -> ASGIApp:
-    dispatcher = Dispatcher(engine, config.region, config.account_id)
+def _http_request(scope: dict[str, Any], body: bytes, default_host: str) -> HttpRequest:
+    return HttpRequest(
+        method=scope["method"],
+        path=scope["path"],
+        headers={name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]},
+        body=body,
+        scheme=scope.get("scheme", "http"),
+        default_host=default_host,
+        query_string=scope.get("query_string", b"").decode("latin-1"),
+        client_ip=(scope.get("client") or ("", 0))[0],
+    )
+
+
+def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None) -> ASGIApp:
+    dispatcher = Dispatcher(engine, config.region, config.account_id, authenticator)
     default_host = f"{config.host}:{config.port}"
 
     async def sqs(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -41,15 +57,7 @@ def create_app(config: ServerConfig, engine: QueueEngine) -> ASGIApp:
             chunks.append(message.get("body", b""))
             if not message.get("more_body"):
                 break
-        http_request = HttpRequest(
-            method=scope["method"],
-            path=scope["path"],
-            headers={name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]},
-            body=b"".join(chunks),
-            scheme=scope.get("scheme", "http"),
-            default_host=default_host,
-            query_string=scope.get("query_string", b"").decode("latin-1"),
-        )
+        http_request = _http_request(scope, b"".join(chunks), default_host)
         response = await dispatcher.handle(http_request)
         headers = [(b"content-length", str(len(response.body)).encode())]
         headers += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.headers.items()]
@@ -59,6 +67,11 @@ def create_app(config: ServerConfig, engine: QueueEngine) -> ASGIApp:
     async def clock(request: Request) -> Response:
         """Move the manual clock (only with --test-clock): POST {"advance_seconds": S}."""
         manual = engine.clock
+        try:  # with credentials on, only a signed request may move the clock
+            dispatcher.authenticate(_http_request(request.scope, await request.body(), default_host))
+        except errors.SQSError as error:
+            wire = wire_error(error)
+            return JSONResponse({"code": wire.query_code, "message": error.message}, wire.status)
         if not isinstance(manual, ManualClock):
             return JSONResponse({"message": "the test clock is off; start the server with --test-clock"}, 404)
         if request.method == "POST":

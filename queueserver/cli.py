@@ -28,6 +28,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="in-flight messages a standard queue allows before OverLimit")
     serve.add_argument("--fifo-in-flight-limit", type=int, default=defaults.fifo_in_flight_limit,
                        help="in-flight messages at which a FIFO queue stops delivering")
+    serve.add_argument("--credentials", default=None, metavar="FILE",
+                       help="TOML file of access keys; every request must then carry a valid SigV4 signature")
+    serve.add_argument("--tls-cert", default=None, metavar="FILE", help="serve HTTPS with this certificate (PEM)")
+    serve.add_argument("--tls-key", default=None, metavar="FILE", help="the private key of --tls-cert (PEM)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     backup = commands.add_parser("backup", help="copy the database safely, also while the server runs")
     backup.add_argument("destination", help="the file to write")
@@ -49,14 +53,22 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_worker(args)
     if args.command == "serve":
+        from queueserver.auth import CredentialsError
         from queueserver.server import run
         from queueserver.storage.sqlite_file import StartupError
 
+        if (args.tls_cert is None) != (args.tls_key is None):
+            print("queueserver: --tls-cert and --tls-key go together", file=sys.stderr)
+            return 2
         try:
             run(ServerConfig(db_path=args.db, host=args.host, port=args.port, region=args.region,
                              account_id=args.account_id, test_clock=args.test_clock,
                              enforce_cooldowns=args.enforce_cooldowns, in_flight_limit=args.in_flight_limit,
-                             fifo_in_flight_limit=args.fifo_in_flight_limit))
+                             fifo_in_flight_limit=args.fifo_in_flight_limit, credentials_path=args.credentials,
+                             tls_cert=args.tls_cert, tls_key=args.tls_key))
+        except CredentialsError as exc:
+            print(f"queueserver: credentials file {args.credentials}: {exc}", file=sys.stderr)
+            return 2
         except StartupError as exc:
             print(f"queueserver: {exc}", file=sys.stderr)
             return 2

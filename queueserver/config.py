@@ -18,3 +18,7 @@ class ServerConfig:
     # SQS's in-flight quotas; settings so that tests can reach them with a few messages.
     in_flight_limit: int = 120_000
     fifo_in_flight_limit: int = 120_000
+    # With a credentials file every request must be signed by one of its keys; without, all are accepted.
+    credentials_path: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None

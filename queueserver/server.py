@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import ipaddress
 import logging
+import signal
 import sys
 from typing import Any
 
@@ -12,6 +15,7 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from queueserver.app import create_app
+from queueserver.auth import Authenticator, CredentialStore
 from queueserver.clock import Clock, ManualClock, SystemClock
 from queueserver.config import ServerConfig
 from queueserver.storage import QueueEngine
@@ -66,17 +70,18 @@ class _HttpProtocol(HttpToolsProtocol):
 class _Server(uvicorn.Server):
     """uvicorn, plus the READY line and long polls that end when shutdown begins."""
 
-    def __init__(self, config: uvicorn.Config, engine: QueueEngine, host: str) -> None:
+    def __init__(self, config: uvicorn.Config, engine: QueueEngine, host: str, scheme: str) -> None:
         super().__init__(config)
         self._engine = engine
         self._host = host
+        self._scheme = scheme
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets)
         if self.should_exit:
             return
         port = self.servers[0].sockets[0].getsockname()[1]
-        sys.stdout.write(f"READY http://{self._host}:{port}\n")
+        sys.stdout.write(f"READY {self._scheme}://{self._host}:{port}\n")
         sys.stdout.flush()
 
     def handle_exit(self, sig: int, frame: Any) -> None:
@@ -87,13 +92,49 @@ class _Server(uvicorn.Server):
         self._engine.begin_shutdown()
 
 
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _open_credentials(config: ServerConfig) -> CredentialStore | None:
+    """The credentials file (read before the database opens, so a broken one stops the start), and the log line."""
+    if config.credentials_path is None:
+        level = logging.INFO if _is_loopback(config.host) else logging.WARNING
+        log.log(level, "no --credentials: every request is accepted, signed or not, with any key, on %s",
+                config.host)
+        return None
+    store = CredentialStore(config.credentials_path)
+    log.info("credentials on: %d key(s) from %s; reloaded on SIGHUP and when the file changes",
+             len(store.keys), config.credentials_path)
+    return store
+
+
+async def _watch_credentials(store: CredentialStore) -> None:
+    """Reload the credentials file when it changes (a stat a second) and on SIGHUP."""
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGHUP, store.reload)
+    try:
+        while True:
+            await asyncio.sleep(1)
+            store.reload_if_changed()
+    finally:
+        loop.remove_signal_handler(signal.SIGHUP)
+
+
 async def serve(config: ServerConfig) -> None:
+    store = _open_credentials(config)
     clock: Clock = ManualClock() if config.test_clock else SystemClock()
     engine = await QueueEngine.open(
         config.db_path, clock, enforce_cooldowns=config.enforce_cooldowns,
         in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit)
+    watcher = asyncio.create_task(_watch_credentials(store)) if store is not None else None
     try:
-        app = create_app(config, engine)
+        app = create_app(config, engine, Authenticator(store) if store is not None else None)
         # Start-up objects live for the whole run: keep the collector from scanning them again
         # and again (it took 3-4 % of the CPU under load).
         gc.freeze()
@@ -101,9 +142,14 @@ async def serve(config: ServerConfig) -> None:
         uvicorn_config = uvicorn.Config(
             app, host=config.host, port=config.port, access_log=False, log_level="warning",
             http=_HttpProtocol, loop="none", lifespan="off", timeout_graceful_shutdown=30,
+            ssl_certfile=config.tls_cert, ssl_keyfile=config.tls_key,
         )
-        await _Server(uvicorn_config, engine, config.host).serve()
+        await _Server(uvicorn_config, engine, config.host, "https" if config.tls_cert else "http").serve()
     finally:
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
         await engine.close()
         log.info("database closed")
 

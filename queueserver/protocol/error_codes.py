@@ -52,7 +52,14 @@ ERROR_CODES: dict[type[errors.SQSError], WireError] = {
     errors.InvalidAction: WireError("InvalidAction", "InvalidAction", 400),
     errors.MissingAction: WireError("MissingAction", "MissingAction", 400),
     errors.SerializationError: WireError("SerializationException", "MalformedInput", 400),
-    errors.AccessDenied: WireError("AccessDeniedException", "AccessDenied", 400),
+    # Authentication and authorization: the coral shapes over JSON, the Query codes boto3 reports.
+    errors.AccessDenied: WireError("AccessDeniedException", "AccessDenied", 403),
+    errors.MissingAuthenticationToken: WireError(
+        "MissingAuthenticationTokenException", "MissingAuthenticationToken", 403),
+    errors.IncompleteSignature: WireError("IncompleteSignatureException", "IncompleteSignature", 400),
+    errors.InvalidClientTokenId: WireError("UnrecognizedClientException", "InvalidClientTokenId", 403),
+    errors.SignatureDoesNotMatch: WireError("InvalidSignatureException", "SignatureDoesNotMatch", 403),
+    errors.RequestExpired: WireError("RequestExpired", "RequestExpired", 400),
     errors.ServiceUnavailable: WireError("ServiceUnavailable", "ServiceUnavailable", 503, sender_fault=False),
     errors.InternalError: WireError("InternalError", "InternalError", 500, sender_fault=False),
 }

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from queueserver import errors
+from queueserver.auth import Caller
 
 
 @dataclass(slots=True)
@@ -22,9 +23,16 @@ class RequestContext:
     base_url: str
     request_id: str
     sender_id: str
+    caller: Caller | None = None  # None: credentials are off and every request may do anything
+    action: str = ""
 
-    def queue_url(self, name: str) -> str:
-        return f"{self.base_url}/{self.account}/{name}"
+    def queue_url(self, name: str, account: str | None = None) -> str:
+        return f"{self.base_url}/{account or self.account}/{name}"
+
+    def authorize(self, arn: str, owner: str | None, policy: str | None, action: str | None = None) -> None:
+        """AccessDenied unless the caller may run this request's action (or `action`) on `arn`."""
+        if self.caller is not None:
+            self.caller.authorize(action or self.action, arn, owner, policy)
 
 
 def required(params: dict[str, Any], name: str) -> Any:
@@ -85,6 +93,15 @@ def entries(params: dict[str, Any], entry_name: str) -> list[dict[str, Any]]:
     if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
         raise errors.InvalidParameterValue("The parameter Entries must be a list of entries.")
     return value
+
+
+def queue_owner_and_name(url: str, account: str) -> tuple[str, str]:
+    """The account and name a QueueUrl names (a bare name is the caller's account's)."""
+    path = urlsplit(url).path if "://" in url else url
+    parts = [p for p in path.split("/") if p]
+    if not parts:
+        raise errors.QueueDoesNotExist()
+    return (parts[-2] if len(parts) >= 2 else account), parts[-1]
 
 
 def queue_name_from_url(url: str, account: str) -> str:

@@ -25,7 +25,22 @@ _PERMISSION_ACTIONS = {
 def resolve_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> Queue:
     url = params.string(p, "QueueUrl", required_=True)
     assert url is not None
-    return engine.get_queue(ctx.region, ctx.account, params.queue_name_from_url(url, ctx.account))
+    if ctx.caller is None:
+        return engine.get_queue(ctx.region, ctx.account, params.queue_name_from_url(url, ctx.account))
+    owner, name = params.queue_owner_and_name(url, ctx.account)
+    return authorized_queue(engine, ctx, owner, name)
+
+
+def authorized_queue(engine: QueueEngine, ctx: RequestContext, owner: str, name: str) -> Queue:
+    """The queue, once the caller is allowed this request's action on it."""
+    try:
+        queue = engine.get_queue(ctx.region, owner, name)
+    except errors.QueueDoesNotExist:
+        # A missing queue is denied as an existing one would be, so a denied caller learns nothing.
+        ctx.authorize(f"arn:aws:sqs:{ctx.region}:{owner}:{name}", owner, None)
+        raise
+    ctx.authorize(queue.arn, queue.account, queue.attributes.get("Policy"))
+    return queue
 
 
 async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
@@ -42,6 +57,7 @@ async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, An
         raise errors.InvalidParameterValue(
             "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
         )
+    ctx.authorize(f"arn:aws:sqs:{ctx.region}:{ctx.account}:{name}", ctx.account, None)
     supplied = _check_attributes(engine, ctx, name, fifo, requested, creating=True)
     if not fifo:
         supplied.pop("FifoQueue", None)  # "false" is what a standard queue is; AWS does not list it
@@ -67,9 +83,12 @@ def _check_attributes(engine: QueueEngine, ctx: RequestContext, name: str, fifo:
 async def get_queue_url(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
     name = params.string(p, "QueueName", required_=True)
     owner = params.string(p, "QueueOwnerAWSAccountId")
+    assert name is not None
+    if ctx.caller is not None:  # another account's queue, where its policy allows GetQueueUrl
+        queue = authorized_queue(engine, ctx, owner or ctx.account, name)
+        return {"QueueUrl": ctx.queue_url(queue.name, queue.account)}
     if owner is not None and owner != ctx.account:
         raise errors.QueueDoesNotExist()
-    assert name is not None
     queue = engine.get_queue(ctx.region, ctx.account, name)
     return {"QueueUrl": ctx.queue_url(queue.name)}
 
@@ -78,6 +97,7 @@ async def list_queues(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any
     prefix = params.string(p, "QueueNamePrefix") or ""
     max_results = params.integer(p, "MaxResults", None, 1, limits.MAX_LIST_RESULTS,
                                  "MaxResults must be an integer between 1 and 1000.")
+    ctx.authorize("*", None, None)
     queues = engine.list_queues(ctx.region, ctx.account, prefix)
     return paginate([ctx.queue_url(q.name) for q in queues], [q.name for q in queues],
                     max_results, params.string(p, "NextToken"), "QueueUrls")
