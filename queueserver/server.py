@@ -66,6 +66,13 @@ class _HttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_OneWriteTransport(transport, self.loop))  # type: ignore[arg-type]
 
+    def shutdown(self) -> None:
+        super().shutdown()
+        # Closing an idle TLS connection waits up to 30 s for the client's close_notify, which a
+        # pooled client never sends; at shutdown nothing is left to say on it.
+        if self.transport.is_closing() and self.transport.get_extra_info("sslcontext") is not None:
+            self.transport.abort()
+
 
 class _Server(uvicorn.Server):
     """uvicorn, plus the READY line and long polls that end when shutdown begins."""
