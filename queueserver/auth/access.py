@@ -38,20 +38,45 @@ class Caller:
 
     key: AccessKey
     region: str
-    context: dict[str, str]
+    now_ms: int
+    source_ip: str
+    secure: bool
     _policies: dict[str, Policy]
+    _context: dict[str, str] | None = None
 
     @property
     def account(self) -> str:
         return self.key.account
+
+    @property
+    def context(self) -> dict[str, str]:
+        """The condition keys of this request (built on first use: most requests test none)."""
+        if self._context is None:
+            key = self.key
+            self._context = {
+                "aws:sourceip": self.source_ip,
+                "aws:securetransport": "true" if self.secure else "false",
+                "aws:currenttime": datetime.fromtimestamp(self.now_ms / 1000, timezone.utc).strftime(
+                    "%Y-%m-%dT%H:%M:%SZ"),
+                "aws:epochtime": str(self.now_ms // 1000),
+                "aws:principalaccount": key.account,
+                "aws:principalarn": key.arn,
+                "aws:principaltype": "User" if ":user/" in key.arn else "Account",
+                "aws:requestedregion": self.region,
+            }
+            if ":user/" in key.arn:
+                self._context["aws:username"] = key.arn.rpartition("/")[2]
+        return self._context
 
     def authorize(self, action: str, resource: str, owner: str | None, queue_policy: str | None) -> None:
         """Raise AccessDenied unless this caller may run `action` on `resource` (a queue ARN, or "*").
 
         `owner` is the account of the queue (None for actions on no queue); `queue_policy` its Policy.
         """
-        iam_action = "sqs:" + _IAM_ACTIONS.get(action, action)
         cross_account = owner is not None and owner != self.key.account
+        if not cross_account and self.key.policy is None and not queue_policy:
+            return  # the common case: a key of the queue's account, nothing to limit it
+        iam_action = "sqs:" + _IAM_ACTIONS.get(action, action)
         identity = policy_verdict = None
         request = AccessRequest(iam_action, resource, self.key.arn, self.key.account, self.context)
         if not (cross_account and action in OWNER_ONLY_ACTIONS):
@@ -96,17 +121,4 @@ class Authenticator:
 
     def authenticate(self, request: Signed, now_ms: int, source_ip: str) -> Caller:
         verified = self._verifier.verify(request, now_ms)
-        key = verified.key
-        context = {
-            "aws:sourceip": source_ip,
-            "aws:securetransport": "true" if request.secure else "false",
-            "aws:currenttime": datetime.fromtimestamp(now_ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "aws:epochtime": str(now_ms // 1000),
-            "aws:principalaccount": key.account,
-            "aws:principalarn": key.arn,
-            "aws:principaltype": "User" if ":user/" in key.arn else "Account",
-            "aws:requestedregion": verified.region,
-        }
-        if ":user/" in key.arn:
-            context["aws:username"] = key.arn.rpartition("/")[2]
-        return Caller(key, verified.region, context, self._policies)
+        return Caller(verified.key, verified.region, now_ms, source_ip, request.secure, self._policies)

@@ -11,6 +11,7 @@ here, so a request carrying one is answered InvalidClientTokenId.
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import hmac
 import re
@@ -28,6 +29,7 @@ SKEW_MS = 5 * 60 * 1000
 MAX_PRESIGNED_SECONDS = 7 * 24 * 3600
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 _AMZ_DATE = re.compile(r"^\d{8}T\d{6}Z$")
+_PLAIN_PATH = re.compile(r"^/[A-Za-z0-9._~/-]*$")  # nothing to encode
 _SIGNING_KEYS_KEPT = 1024
 
 
@@ -50,7 +52,19 @@ class Verified:
 
 
 def _amz_time(text: str) -> int:
-    return int(datetime.strptime(text, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc).timestamp() * 1000)
+    """Epoch ms of a checked YYYYMMDDTHHMMSSZ (by hand: strptime costs ~15 µs a request)."""
+    try:
+        return calendar.timegm((int(text[0:4]), int(text[4:6]), int(text[6:8]), int(text[9:11]),
+                                int(text[11:13]), int(text[13:15]), 0, 0, 0)) * 1000
+    except (ValueError, OverflowError):
+        raise errors.IncompleteSignature(f"X-Amz-Date must be in the ISO8601 Long Format: {text}") from None
+
+
+def _canonical_path(path: str) -> str:
+    """The canonical URI: the path URI-encoded as sent (which botocore encodes once more)."""
+    if _PLAIN_PATH.match(path):
+        return path
+    return quote(quote(path, safe="/~"), safe="/~")
 
 
 def _format_time(ms: int) -> str:
@@ -179,7 +193,7 @@ class SigV4Verifier:
             raise errors.RequestExpired()
         head = "\n".join((
             request.method,
-            quote(quote(request.path or "/", safe="/~"), safe="/~"),
+            _canonical_path(request.path or "/"),
             canonical_query,
             "".join(f"{name}:{' '.join(request.headers.get(name, '').split())}\n" for name in signed_headers.split(";")),
             signed_headers,
