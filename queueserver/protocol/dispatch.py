@@ -115,7 +115,10 @@ class Dispatcher:
         is_json = target.startswith("AmazonSQS.") or content_type.startswith("application/x-amz-json")
         try:
             caller = self.authenticate(request)
-        except errors.SQSError as error:  # nothing is decoded or run for a request that fails its signature
+        except Exception as exc:  # nothing is decoded or run for a request that fails its signature
+            if not isinstance(exc, errors.SQSError):
+                log.exception("request %s failed unexpectedly in authentication", request_id)
+            error = exc if isinstance(exc, errors.SQSError) else errors.InternalError()
             return self._response(request_id, error) if is_json else self._query_response(request_id, error)
         response = await (self._json(request, request_id, target, caller) if is_json
                           else self._query(request, request_id, caller))
