@@ -108,17 +108,15 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _open_credentials(config: ServerConfig) -> CredentialStore | None:
-    """The credentials file (read before the database opens, so a broken one stops the start), and the log line."""
-    if config.credentials_path is None:
+def _log_access(config: ServerConfig, store: CredentialStore | None) -> None:
+    """One line on who may call: said once the database is open (a refusal to start stays one line)."""
+    if store is None:
         level = logging.INFO if _is_loopback(config.host) else logging.WARNING
         log.log(level, "no --credentials: every request is accepted, signed or not, with any key, on %s",
                 config.host)
-        return None
-    store = CredentialStore(config.credentials_path)
-    log.info("credentials on: %d key(s) from %s; reloaded on SIGHUP and when the file changes",
-             len(store.keys), config.credentials_path)
-    return store
+    else:
+        log.info("credentials on: %d key(s) from %s; reloaded on SIGHUP and when the file changes",
+                 len(store.keys), config.credentials_path)
 
 
 async def _watch_credentials(store: CredentialStore) -> None:
@@ -134,11 +132,13 @@ async def _watch_credentials(store: CredentialStore) -> None:
 
 
 async def serve(config: ServerConfig) -> None:
-    store = _open_credentials(config)
+    # Read before the database opens, so a broken file stops the start and touches nothing.
+    store = CredentialStore(config.credentials_path) if config.credentials_path is not None else None
     clock: Clock = ManualClock() if config.test_clock else SystemClock()
     engine = await QueueEngine.open(
         config.db_path, clock, enforce_cooldowns=config.enforce_cooldowns,
         in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit)
+    _log_access(config, store)
     watcher = asyncio.create_task(_watch_credentials(store)) if store is not None else None
     try:
         app = create_app(config, engine, Authenticator(store) if store is not None else None)

@@ -7,7 +7,6 @@ presigned URLs), so the server is checked against the signer every SDK uses.
 from __future__ import annotations
 
 import json
-import math
 import time
 import urllib.error
 import urllib.request
