@@ -60,6 +60,13 @@ def _amz_time(text: str) -> int:
         raise errors.IncompleteSignature(f"X-Amz-Date must be in the ISO8601 Long Format: {text}") from None
 
 
+def _header_value(value: str) -> str:
+    """Trimmed, inner runs of spaces made one (most values need neither)."""
+    if "  " in value or value[:1] == " " or value[-1:] == " " or "\t" in value:
+        return " ".join(value.split())
+    return value
+
+
 def _canonical_path(path: str) -> str:
     """The canonical URI: the path URI-encoded as sent (which botocore encodes once more)."""
     if _PLAIN_PATH.match(path):
@@ -125,7 +132,8 @@ class SigV4Verifier:
         if "x-amz-security-token" in request.headers:
             raise errors.InvalidClientTokenId()
         return self._check(request, fields["Credential"], amz_date, fields["SignedHeaders"], fields["Signature"],
-                           _canonical_query(_query_pairs(request.query_string)), now_ms, expires_s=None)
+                           _canonical_query(_query_pairs(request.query_string)) if request.query_string else "",
+                           now_ms, expires_s=None)
 
     def _verify_presigned(self, request: Signed, now_ms: int) -> Verified:
         pairs = _query_pairs(request.query_string)
@@ -195,7 +203,7 @@ class SigV4Verifier:
             request.method,
             _canonical_path(request.path or "/"),
             canonical_query,
-            "".join(f"{name}:{' '.join(request.headers.get(name, '').split())}\n" for name in signed_headers.split(";")),
+            "".join([f"{name}:{_header_value(request.headers.get(name, ''))}\n" for name in signed_headers.split(";")]),
             signed_headers,
         ))
         signing_key = self._signing_key(key, day, region)
