@@ -17,10 +17,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from queueserver import errors
+from queueserver.auth import Authenticator
 from queueserver.browser_guard import BrowserGuard
 from queueserver.clock import ManualClock
 from queueserver.config import ServerConfig
 from queueserver.protocol import Dispatcher, HttpRequest, HttpResponse
+from queueserver.protocol.error_codes import wire_error
 from queueserver.storage import QueueEngine
 
 CLOCK_PATH = "/_queueserver/clock"
@@ -28,6 +30,19 @@ CLOCK_PATH = "/_queueserver/clock"
 
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
                    Awaitable[None]]
+
+
+def _http_request(scope: dict[str, Any], body: bytes, default_host: str) -> HttpRequest:
+    return HttpRequest(
+        method=scope["method"],
+        path=scope["path"],
+        headers={name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]},
+        body=body,
+        scheme=scope.get("scheme", "http"),
+        default_host=default_host,
+        query_string=scope.get("query_string", b"").decode("latin-1"),
+        client_ip=(scope.get("client") or ("", 0))[0],
+    )
 
 
 async def _read_body(headers: dict[str, str], receive: Any, limit: int) -> bytes | None:
@@ -58,21 +73,13 @@ async def _send(send: Any, response: HttpResponse) -> None:
     await send({"type": "http.response.body", "body": response.body})
 
 
-def create_app(config: ServerConfig, engine: QueueEngine) -> ASGIApp:
-    dispatcher = Dispatcher(engine, config.region, config.account_id)
+def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None) -> ASGIApp:
+    dispatcher = Dispatcher(engine, config.region, config.account_id, authenticator)
     guard = BrowserGuard(config.allowed_origins, config.allowed_hosts)
     default_host = f"{config.host}:{config.port}"
 
     async def sqs(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        http_request = HttpRequest(
-            method=scope["method"],
-            path=scope["path"],
-            headers={name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]},
-            body=b"",
-            scheme=scope.get("scheme", "http"),
-            default_host=default_host,
-            query_string=scope.get("query_string", b"").decode("latin-1"),
-        )
+        http_request = _http_request(scope, b"", default_host)
         reason = guard.refusal(http_request.headers)
         if reason is not None:
             await _send(send, dispatcher.refuse(http_request, errors.AccessDenied(reason)))
@@ -99,6 +106,11 @@ def create_app(config: ServerConfig, engine: QueueEngine) -> ASGIApp:
     async def clock(request: Request) -> Response:
         """Move the manual clock (only with --test-clock): POST {"advance_seconds": S}."""
         manual = engine.clock
+        try:  # with credentials on, only a signed request may move the clock
+            dispatcher.authenticate(_http_request(request.scope, await request.body(), default_host))
+        except errors.SQSError as error:
+            wire = wire_error(error)
+            return JSONResponse({"code": wire.query_code, "message": error.message}, wire.status)
         if not isinstance(manual, ManualClock):
             return JSONResponse({"message": "the test clock is off; start the server with --test-clock"}, 404)
         if request.method == "POST":

@@ -72,15 +72,23 @@ def _serve(args: argparse.Namespace) -> int:
     from queueserver.server import run
     from queueserver.storage.sqlite_file import StartupError
 
+    from queueserver.auth import CredentialsError
+
     try:
         config = load(vars(args), os.environ)
     except ConfigError as exc:
         print(f"queueserver: {exc}", file=sys.stderr)
         return 2
+    if (config.tls_cert is None) != (config.tls_key is None):
+        print("queueserver: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         run(config)
+    except CredentialsError as exc:
+        print(f"queueserver: credentials file {config.credentials_path}: {exc}", file=sys.stderr)
+        return 2
     except (StartupError, ConfigError) as exc:
         print(f"queueserver: {exc}", file=sys.stderr)
         return 2

@@ -75,5 +75,11 @@ class ServerConfig:
             "Without it any Host is served", name="allow_host", group=_BROWSERS, metavar="NAME")
     log_level: str = setting("info", "the least severe log records written", choices=("debug", "info", "warning",
                                                                                       "error"))
+    # With a credentials file every request must be signed by one of its keys; without, all are accepted.
+    credentials_path: str | None = setting(
+        None, "TOML file of access keys; every request must then carry a valid SigV4 signature",
+        name="credentials", metavar="FILE")
+    tls_cert: str | None = setting(None, "serve HTTPS with this certificate (PEM)", metavar="FILE")
+    tls_key: str | None = setting(None, "the private key of --tls-cert (PEM)", metavar="FILE")
     # Not a setting: the [queues.*] tables of the config file.
     queues: tuple[QueueDeclaration, ...] = field(default=(), metadata={"file_only": True})

@@ -117,6 +117,40 @@ class RequestTooLarge(SQSError):
     """The request body is over the server's limit; it is not read further."""
 
 
+class MissingAuthenticationToken(SQSError):
+    """Credentials are on and the request carries no signature at all."""
+
+    def __init__(self, message: str = "Request is missing Authentication Token") -> None:
+        super().__init__(message)
+
+
+class IncompleteSignature(SQSError):
+    """The signature's parts are missing or malformed."""
+
+
+class InvalidClientTokenId(SQSError):
+    """The access key (or a session token, which this server never issues) is unknown."""
+
+    def __init__(self, message: str = "The security token included in the request is invalid.") -> None:
+        super().__init__(message)
+
+
+class SignatureDoesNotMatch(SQSError):
+    """The signature is not the one the secret gives, or its time is outside the window."""
+
+    def __init__(self, message: str = (
+            "The request signature we calculated does not match the signature you provided. Check your AWS "
+            "Secret Access Key and signing method. Consult the service documentation for details.")) -> None:
+        super().__init__(message)
+
+
+class RequestExpired(SQSError):
+    """A presigned URL used after its X-Amz-Expires."""
+
+    def __init__(self, message: str = "Request has expired.") -> None:
+        super().__init__(message)
+
+
 class ServiceUnavailable(SQSError):
     pass
 

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
+import ipaddress
 import logging
 import resource
+import signal
 import sys
 from typing import Any
 
 import uvicorn
 
 from queueserver.app import create_app
+from queueserver.auth import Authenticator, CredentialStore
 from queueserver.clock import Clock, ManualClock, SystemClock
 from queueserver.config import ServerConfig
 from queueserver.queue_setup import apply_queues
@@ -65,15 +69,23 @@ class _HttpProtocol(GuardedHttpProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_OneWriteTransport(transport, self.loop))  # type: ignore[arg-type]
 
+    def shutdown(self) -> None:
+        super().shutdown()
+        # Closing an idle TLS connection waits up to 30 s for the client's close_notify, which a
+        # pooled client never sends; at shutdown nothing is left to say on it.
+        if self.transport.is_closing() and self.transport.get_extra_info("sslcontext") is not None:
+            self.transport.abort()
+
 
 class _Server(uvicorn.Server):
     """uvicorn, plus the READY line and long polls that end when shutdown begins."""
 
-    def __init__(self, config: uvicorn.Config, engine: QueueEngine, host: str) -> None:
+    def __init__(self, config: uvicorn.Config, engine: QueueEngine, host: str, scheme: str) -> None:
         super().__init__(config)
         self._engine = engine
         self._host = host
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._scheme = scheme
 
     async def startup(self, sockets: Any = None) -> None:
         self._loop = asyncio.get_running_loop()
@@ -81,7 +93,7 @@ class _Server(uvicorn.Server):
         if self.should_exit:
             return
         port = self.servers[0].sockets[0].getsockname()[1]
-        sys.stdout.write(f"READY http://{self._host}:{port}\n")
+        sys.stdout.write(f"READY {self._scheme}://{self._host}:{port}\n")
         sys.stdout.flush()
 
     def handle_exit(self, sig: int, frame: Any) -> None:
@@ -108,16 +120,52 @@ def _allow_descriptors(config: ServerConfig) -> None:
                     granted, config.max_connections)
 
 
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _log_access(config: ServerConfig, store: CredentialStore | None) -> None:
+    """One line on who may call: said once the database is open (a refusal to start stays one line)."""
+    if store is None:
+        level = logging.INFO if _is_loopback(config.host) else logging.WARNING
+        log.log(level, "no --credentials: every request is accepted, signed or not, with any key, on %s",
+                config.host)
+    else:
+        log.info("credentials on: %d key(s) from %s; reloaded on SIGHUP and when the file changes",
+                 len(store.keys), config.credentials_path)
+
+
+async def _watch_credentials(store: CredentialStore) -> None:
+    """Reload the credentials file when it changes (a stat a second) and on SIGHUP."""
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGHUP, store.reload)
+    try:
+        while True:
+            await asyncio.sleep(1)
+            store.reload_if_changed()
+    finally:
+        loop.remove_signal_handler(signal.SIGHUP)
+
+
 async def serve(config: ServerConfig) -> None:
+    # Read before the database opens, so a broken file stops the start and touches nothing.
+    store = CredentialStore(config.credentials_path) if config.credentials_path is not None else None
     _allow_descriptors(config)
     clock: Clock = ManualClock() if config.test_clock else SystemClock()
     engine = await QueueEngine.open(
         config.db_path, clock, enforce_cooldowns=config.enforce_cooldowns,
         in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit,
         counts_max_age=config.counts_max_age)
+    _log_access(config, store)
+    watcher = asyncio.create_task(_watch_credentials(store)) if store is not None else None
     try:
         await apply_queues(engine, config.queues, config.region)
-        app = create_app(config, engine)
+        app = create_app(config, engine, Authenticator(store) if store is not None else None)
         # Start-up objects live for the whole run: keep the collector from scanning them again
         # and again (it took 3-4 % of the CPU under load).
         gc.freeze()
@@ -126,9 +174,14 @@ async def serve(config: ServerConfig) -> None:
             app, host=config.host, port=config.port, access_log=False, log_level="warning",
             http=functools.partial(_HttpProtocol, limits=config, refusals=RefusalLog()), loop="none",
             lifespan="off", timeout_graceful_shutdown=30, timeout_keep_alive=config.keep_alive_timeout,
+            ssl_certfile=config.tls_cert, ssl_keyfile=config.tls_key,
         )
-        await _Server(uvicorn_config, engine, config.host).serve()
+        await _Server(uvicorn_config, engine, config.host, "https" if config.tls_cert else "http").serve()
     finally:
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
         await engine.close()
         log.info("database closed")
 

@@ -50,12 +50,15 @@ def query_session() -> botocore.session.Session:
 
 
 def make_query_client(endpoint: str, region: str = "us-east-1", *, json_compatible: bool = True,
+                      aws_access_key_id: str = "test", aws_secret_access_key: str = "test",
+                      aws_session_token: str | None = None, verify: str | bool | None = None,
                       **config_kwargs: Any) -> Any:
     """An SQS client speaking Query/XML to `endpoint` (config_kwargs go to botocore's Config)."""
     config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=45, **config_kwargs)
     client = query_session().create_client(
-        "sqs", region_name=region, endpoint_url=endpoint,
-        aws_access_key_id="test", aws_secret_access_key="test", config=config)
+        "sqs", region_name=region, endpoint_url=endpoint, verify=verify,
+        aws_access_key_id=aws_access_key_id, aws_secret_access_key=aws_secret_access_key,
+        aws_session_token=aws_session_token, config=config)
     if json_compatible:
         shapes_by_code = {shape.error_code: shape.name for shape in client.meta.service_model.error_shapes}
         client.meta.events.register_last(

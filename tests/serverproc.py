@@ -29,7 +29,7 @@ from botocore.exceptions import BotoCoreError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ACCOUNT = "000000000000"
-READY_RE = re.compile(r"^READY (http://127\.0\.0\.1:(\d+))$")
+READY_RE = re.compile(r"^READY (https?://127\.0\.0\.1:(\d+))$")
 
 
 # --- the server process ------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable
 from urllib.parse import unquote
 
 from queueserver import errors
+from queueserver.auth import Authenticator, Caller, Signed
 from queueserver.models import uuid4_string
 from queueserver.protocol import extension_actions, json_wire, message_actions as m, query_json, query_wire, queue_actions as q, redrive_actions as r
 from queueserver.protocol.error_codes import wire_error
@@ -72,6 +73,7 @@ class HttpRequest:
     scheme: str
     default_host: str
     query_string: str = ""  # raw, still percent-encoded
+    client_ip: str = ""
 
 
 def _is_json(request: HttpRequest) -> bool:
@@ -92,31 +94,55 @@ class HttpResponse:
 
 
 class Dispatcher:
-    def __init__(self, engine: QueueEngine, region: str, account: str) -> None:
+    def __init__(self, engine: QueueEngine, region: str, account: str,
+                 authenticator: Authenticator | None = None) -> None:
         self._engine = engine
         self._region = region
         self._account = account
+        self._authenticator = authenticator  # None: credentials off, every request is accepted
         self._random = random.Random()  # request ids need no secrecy, and os.urandom costs a syscall each
 
-    def _context(self, request: HttpRequest, request_id: str,
+    def _context(self, request: HttpRequest, request_id: str, action: str, caller: Caller | None,
                  query_credential: str | None = None) -> RequestContext:
         """The credential scope of the Authorization header, or of a Query request's X-Amz-Credential."""
+        host = request.headers.get("host") or request.default_host
+        if caller is not None:  # verified: the key's account is the caller's namespace
+            return RequestContext(region=caller.region, account=caller.account, base_url=f"{request.scheme}://{host}",
+                                  request_id=request_id, sender_id=caller.key.key_id, caller=caller, action=action,
+                                  home_region=self._region, trace_header=request.headers.get("x-amzn-trace-id"))
         region, sender = self._region, self._account
         match = _CREDENTIAL.search(request.headers.get("authorization", ""))
         if not match and query_credential:
             match = _CREDENTIAL.search(f"Credential={query_credential}")
         if match:
             sender, region = match.group(1), match.group(2)
-        host = request.headers.get("host") or request.default_host
         return RequestContext(region=region, account=self._account, base_url=f"{request.scheme}://{host}",
                               request_id=request_id, sender_id=sender, home_region=self._region,
-                              trace_header=request.headers.get("x-amzn-trace-id"))
+                              trace_header=request.headers.get("x-amzn-trace-id"), action=action)
+
+    def authenticate(self, request: HttpRequest) -> Caller | None:
+        """The verified caller (None with credentials off); raises the SQS error of a bad signature."""
+        if self._authenticator is None:
+            return None
+        signed = Signed(request.method, request.path, request.query_string, request.headers, request.body,
+                        request.scheme == "https")
+        return self._authenticator.authenticate(signed, self._engine.clock.now_ms(), request.client_ip)
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         request_id = uuid4_string(self._random)
         target = request.headers.get("x-amz-target", "")
         is_json = _is_json(request)
-        response = await (self._json(request, request_id, target) if is_json else self._query(request, request_id))
+        try:
+            caller = self.authenticate(request)
+        except Exception as exc:  # nothing is decoded or run for a request that fails its signature
+            if not isinstance(exc, errors.SQSError):
+                log.exception("request %s failed unexpectedly in authentication", request_id)
+            error = exc if isinstance(exc, errors.SQSError) else errors.InternalError()
+            if is_json:
+                return self._response(request_id, error)
+            return self._query_response(request_id, error, _wants_json(request))
+        response = await (self._json(request, request_id, target, caller) if is_json
+                          else self._query(request, request_id, caller))
         # The answer is built while the disk syncs; it goes out only once what it reports is durable.
         try:
             await self._engine.durable()
@@ -134,7 +160,7 @@ class Dispatcher:
             return self._response(request_id, error)
         return self._query_response(request_id, error, _wants_json(request))
 
-    async def _json(self, request: HttpRequest, request_id: str, target: str) -> HttpResponse:
+    async def _json(self, request: HttpRequest, request_id: str, target: str, caller: Caller | None) -> HttpResponse:
         try:
             action = target.partition(".")[2]
             if not action:
@@ -144,7 +170,7 @@ class Dispatcher:
                 raise errors.InvalidAction(f"The action {action} is not valid for this endpoint.")
             params = json_wire.decode(request.body)
             self._queue_url_from_path(request, params)
-            result = await handler(self._engine, self._context(request, request_id), params)
+            result = await handler(self._engine, self._context(request, request_id, action, caller), params)
             return HttpResponse(200, self._headers(request_id), json_wire.encode(result))
         except errors.SQSError as error:
             return self._response(request_id, error)
@@ -152,7 +178,7 @@ class Dispatcher:
             log.exception("request %s failed unexpectedly", request_id)
             return self._response(request_id, errors.InternalError())
 
-    async def _query(self, request: HttpRequest, request_id: str) -> HttpResponse:
+    async def _query(self, request: HttpRequest, request_id: str, caller: Caller | None) -> HttpResponse:
         """Query/XML: `Action=...` in a form body or query string, POSTed or GET to `/` or a queue URL.
 
         `Accept: application/json` asks for the same document rendered as JSON."""
@@ -171,7 +197,7 @@ class Dispatcher:
                 raise errors.InvalidAction(f"The action {action} is not valid for this endpoint.")
             params = query_wire.decode(fields, action)
             self._queue_url_from_path(request, params)
-            context = self._context(request, request_id, fields.get("X-Amz-Credential"))
+            context = self._context(request, request_id, action, caller, fields.get("X-Amz-Credential"))
             result = await handler(self._engine, context, params)
             if as_json:
                 return HttpResponse(200, {"content-type": query_json.CONTENT_TYPE, "x-amzn-requestid": request_id},

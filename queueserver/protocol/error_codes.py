@@ -71,7 +71,14 @@ ERROR_CODES: dict[type[errors.SQSError], WireError] = {
     errors.UnknownOperation: WireError(
         "UnknownOperationException", "UnknownOperationException", 404, modeled=False),
     errors.SerializationError: WireError("SerializationException", "MalformedInput", 400, modeled=False),
-    errors.AccessDenied: WireError("AccessDeniedException", "AccessDenied", 400, modeled=False),
+    # Authentication and authorization: AWS's common shapes over JSON, the Query codes boto3 reports.
+    errors.AccessDenied: WireError("AccessDeniedException", "AccessDenied", 403, modeled=False),
+    errors.MissingAuthenticationToken: WireError(
+        "MissingAuthenticationTokenException", "MissingAuthenticationToken", 403, modeled=False),
+    errors.IncompleteSignature: WireError("IncompleteSignatureException", "IncompleteSignature", 400, modeled=False),
+    errors.InvalidClientTokenId: WireError("UnrecognizedClientException", "InvalidClientTokenId", 403, modeled=False),
+    errors.SignatureDoesNotMatch: WireError("InvalidSignatureException", "SignatureDoesNotMatch", 403, modeled=False),
+    errors.RequestExpired: WireError("RequestExpired", "RequestExpired", 400, modeled=False),
     errors.RequestTooLarge: WireError("RequestEntityTooLarge", "RequestEntityTooLarge", 413, modeled=False),
     errors.ServiceUnavailable: WireError("ServiceUnavailable", "ServiceUnavailable", 503, sender_fault=False),
     errors.InternalError: WireError("InternalError", "InternalError", 500, sender_fault=False),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queueserver import errors
+from queueserver.auth import Caller
 
 
 @dataclass(slots=True)
@@ -27,11 +28,19 @@ class RequestContext:
     sender_id: str
     home_region: str = ""
     trace_header: str | None = None  # the request's X-Amzn-Trace-Id header
+    caller: Caller | None = None  # None: credentials are off and every request may do anything
+    action: str = ""
 
-    def queue_url(self, name: str) -> str:
+    def queue_url(self, name: str, account: str | None = None) -> str:
+        """`/<account>/<name>` in the server's own region, `/queue/<region>/<account>/<name>` in any other."""
         if self.region == self.home_region:
-            return f"{self.base_url}/{self.account}/{name}"
-        return f"{self.base_url}/queue/{self.region}/{self.account}/{name}"
+            return f"{self.base_url}/{account or self.account}/{name}"
+        return f"{self.base_url}/queue/{self.region}/{account or self.account}/{name}"
+
+    def authorize(self, arn: str, owner: str | None, policy: str | None, action: str | None = None) -> None:
+        """AccessDenied unless the caller may run this request's action (or `action`) on `arn`."""
+        if self.caller is not None:
+            self.caller.authorize(action or self.action, arn, owner, policy)
 
 
 def required(params: dict[str, Any], name: str) -> Any:
@@ -94,8 +103,8 @@ def entries(params: dict[str, Any], entry_name: str) -> list[dict[str, Any]]:
     return value
 
 
-def queue_location(url: str, ctx: RequestContext) -> tuple[str, str]:
-    """The region and name of the queue a QueueUrl names; a URL of another account names no queue of ours.
+def queue_location(url: str, ctx: RequestContext) -> tuple[str, str, str]:
+    """The region, account and name of the queue a QueueUrl names.
 
     `.../queue/<region>/<account>/<name>` is a queue of that region, `.../<account>/<name>` one of the
     server's own region, and a bare name (no account) one of the request's region.
@@ -110,9 +119,7 @@ def queue_location(url: str, ctx: RequestContext) -> tuple[str, str]:
     if not parts:
         raise errors.QueueDoesNotExist()
     if len(parts) == 1:
-        return ctx.region, parts[0]
-    if parts[-2] != ctx.account:
-        raise errors.QueueDoesNotExist()
+        return ctx.region, ctx.account, parts[0]
     if len(parts) >= 4 and parts[-4] == "queue":
-        return parts[-3], parts[-1]
-    return ctx.home_region or ctx.region, parts[-1]
+        return parts[-3], parts[-2], parts[-1]
+    return ctx.home_region or ctx.region, parts[-2], parts[-1]

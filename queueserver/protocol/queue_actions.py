@@ -28,8 +28,25 @@ def resolve_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -
     """The queue the QueueUrl names; the request then acts in that queue's region (URLs, ARNs, policies)."""
     url = params.string(p, "QueueUrl", required_=True)
     assert url is not None
-    ctx.region, name = params.queue_location(url, ctx)
-    return engine.get_queue(ctx.region, ctx.account, name)
+    region, owner, name = params.queue_location(url, ctx)
+    ctx.region = region
+    if ctx.caller is None:
+        if owner != ctx.account:  # one account when credentials are off: another's URL names no queue
+            raise errors.QueueDoesNotExist()
+        return engine.get_queue(region, owner, name)
+    return authorized_queue(engine, ctx, owner, name)
+
+
+def authorized_queue(engine: QueueEngine, ctx: RequestContext, owner: str, name: str) -> Queue:
+    """The queue, once the caller is allowed this request's action on it."""
+    try:
+        queue = engine.get_queue(ctx.region, owner, name)
+    except errors.QueueDoesNotExist:
+        # A missing queue is denied as an existing one would be, so a denied caller learns nothing.
+        ctx.authorize(f"arn:aws:sqs:{ctx.region}:{owner}:{name}", owner, None)
+        raise
+    ctx.authorize(queue.arn, queue.account, queue.attributes.get("Policy"))
+    return queue
 
 
 async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
@@ -38,6 +55,7 @@ async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, An
     requested = params.string_map(p, "Attributes")
     fifo = requested.get("FifoQueue", "false").strip().lower() == "true"
     check_queue_name(name, fifo)
+    ctx.authorize(f"arn:aws:sqs:{ctx.region}:{ctx.account}:{name}", ctx.account, None)
     supplied = _check_attributes(engine, ctx, name, fifo, requested, creating=True)
     tags = params.string_map(p, "tags")
     _check_tags(tags)
@@ -73,9 +91,12 @@ def _check_attributes(engine: QueueEngine, ctx: RequestContext, name: str, fifo:
 async def get_queue_url(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
     name = params.string(p, "QueueName", required_=True)
     owner = params.string(p, "QueueOwnerAWSAccountId")
+    assert name is not None
+    if ctx.caller is not None:  # another account's queue, where its policy allows GetQueueUrl
+        queue = authorized_queue(engine, ctx, owner or ctx.account, name)
+        return {"QueueUrl": ctx.queue_url(queue.name, queue.account)}
     if owner is not None and owner != ctx.account:
         raise errors.QueueDoesNotExist()
-    assert name is not None
     queue = engine.get_queue(ctx.region, ctx.account, name)
     return {"QueueUrl": ctx.queue_url(queue.name)}
 
@@ -84,6 +105,7 @@ async def list_queues(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any
     prefix = params.string(p, "QueueNamePrefix") or ""
     max_results = params.integer(p, "MaxResults", None, 1, limits.MAX_LIST_RESULTS,
                                  "MaxResults must be an integer between 1 and 1000.")
+    ctx.authorize("*", None, None)
     queues = engine.list_queues(ctx.region, ctx.account, prefix)
     return paginate([ctx.queue_url(q.name) for q in queues], [q.name for q in queues],
                     max_results, params.string(p, "NextToken"), "QueueUrls")

@@ -19,7 +19,7 @@ MAX_MOVE_TASKS_LISTED = 10
 
 
 def _sources_of(engine: QueueEngine, ctx: RequestContext, dead_letter_queue: Queue) -> list[Queue]:
-    return [q for q in engine.list_queues(ctx.region, ctx.account)
+    return [q for q in engine.list_queues(dead_letter_queue.region, dead_letter_queue.account)
             if q.redrive_policy is not None and q.redrive_policy[0] == dead_letter_queue.arn]
 
 
@@ -28,14 +28,17 @@ async def list_dead_letter_source_queues(engine: QueueEngine, ctx: RequestContex
     max_results = params.integer(p, "MaxResults", None, 1, limits.MAX_LIST_RESULTS,
                                  "MaxResults must be an integer between 1 and 1000.")
     sources = _sources_of(engine, ctx, dead_letter_queue)
-    return paginate([ctx.queue_url(s.name) for s in sources], [s.name for s in sources],
+    return paginate([ctx.queue_url(s.name, s.account) for s in sources], [s.name for s in sources],
                     max_results, params.string(p, "NextToken"), "queueUrls")
 
 
-def _queue_by_arn(engine: QueueEngine, ctx: RequestContext, arn: str, parameter: str) -> Queue:
+def _queue_by_arn(engine: QueueEngine, ctx: RequestContext, arn: str, parameter: str,
+                  action: str | None = None) -> Queue:
     queue = engine.find_queue_by_arn(arn)
     if queue is None or queue.account != ctx.account or queue.region != ctx.region:
+        ctx.authorize(arn, arn.split(":")[4] if arn.count(":") >= 5 else None, None, action)
         raise errors.ResourceNotFound(f"The resource that you specified for the {parameter} parameter doesn't exist.")
+    ctx.authorize(queue.arn, queue.account, queue.attributes.get("Policy"), action)
     return queue
 
 
@@ -49,7 +52,7 @@ async def start_message_move_task(engine: QueueEngine, ctx: RequestContext, p: d
     if not _sources_of(engine, ctx, source):
         raise errors.InvalidParameterValue("Source queue must be configured as a Dead Letter Queue.")
     if destination_arn:
-        destination = _queue_by_arn(engine, ctx, destination_arn, "DestinationArn")
+        destination = _queue_by_arn(engine, ctx, destination_arn, "DestinationArn", "SendMessage")
         if destination.fifo != source.fifo:
             raise errors.InvalidParameterValue("The source and destination queues must be of the same type.")
         if destination.id == source.id:

@@ -9,13 +9,17 @@ PACKAGE = Path(__file__).resolve().parents[2] / "queueserver"
 LEAVES = {"clock", "errors", "models", "limits", "config", "config_sources"}
 FORBIDDEN = {
     "leaf": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server",
-             "queueserver.consumer", "queueserver.spark", "starlette", "uvicorn", "sqlite3", "boto3"},
+             "queueserver.consumer", "queueserver.spark", "queueserver.auth", "starlette", "uvicorn", "sqlite3",
+             "boto3"},
     "storage": {"queueserver.protocol", "queueserver.app", "queueserver.server", "queueserver.consumer",
-                "queueserver.spark", "starlette", "uvicorn"},
+                "queueserver.spark", "queueserver.auth", "starlette", "uvicorn"},
     "protocol": {"sqlite3", "aiosqlite", "starlette", "uvicorn", "queueserver.app", "queueserver.server",
                  "queueserver.storage.database", "queueserver.storage.message_store",
                  "queueserver.storage.queue_store"},
-    "consumer": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server"},
+    "auth": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server",
+             "queueserver.consumer", "queueserver.spark", "starlette", "uvicorn", "sqlite3", "aiosqlite"},
+    "consumer": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server",
+                 "queueserver.auth"},
     "spark": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server"},
     # The test harness users get sees the server as a client does: a process and HTTP.
     "testing": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server",
@@ -28,7 +32,7 @@ FORBIDDEN = {
 
 def _layer(path: Path) -> str | None:
     relative = path.relative_to(PACKAGE)
-    if relative.parts[0] in {"storage", "protocol", "consumer", "spark", "testing", "admin_cli"}:
+    if relative.parts[0] in {"auth", "storage", "protocol", "consumer", "spark", "testing", "admin_cli"}:
         return relative.parts[0]
     if path.stem in LEAVES:
         return "leaf"

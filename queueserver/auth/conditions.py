@@ -1,0 +1,133 @@
+"""Policy Condition blocks: the String, Arn, Numeric, Date, Bool, IpAddress and Null operators.
+
+Each operator may carry `IfExists` (true when the key is absent). As in IAM: several values
+for one key match when any does (a negated operator when none does); several keys and several
+operators must all hold; a key absent from the request fails a positive operator and passes a
+negated one. The `ForAnyValue:` / `ForAllValues:` set operators are refused: every key here
+has one value.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+
+class ConditionError(ValueError):
+    pass
+
+
+def _like(pattern: str, value: str) -> bool:
+    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(body, value, re.DOTALL) is not None
+
+
+def _number(text: str) -> float:
+    return float(text)
+
+
+def _date(text: str) -> float:
+    """Epoch seconds from an ISO 8601 date-time or a number of epoch seconds."""
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.timestamp()
+
+
+def _ip(pattern: str, value: str) -> bool:
+    return ipaddress.ip_address(value) in ipaddress.ip_network(pattern, strict=False)
+
+
+def _compare(convert: Callable[[str], float], test: Callable[[float, float], bool]) -> Callable[[str, str], bool]:
+    return lambda pattern, value: test(convert(value), convert(pattern))
+
+
+# operator -> (does one value match, negated)
+_OPERATORS: dict[str, tuple[Callable[[str, str], bool], bool]] = {
+    "StringEquals": (lambda p, v: v == p, False),
+    "StringNotEquals": (lambda p, v: v == p, True),
+    "StringEqualsIgnoreCase": (lambda p, v: v.lower() == p.lower(), False),
+    "StringNotEqualsIgnoreCase": (lambda p, v: v.lower() == p.lower(), True),
+    "StringLike": (_like, False),
+    "StringNotLike": (_like, True),
+    "ArnEquals": (_like, False),
+    "ArnLike": (_like, False),
+    "ArnNotEquals": (_like, True),
+    "ArnNotLike": (_like, True),
+    "NumericEquals": (_compare(_number, lambda v, p: v == p), False),
+    "NumericNotEquals": (_compare(_number, lambda v, p: v == p), True),
+    "NumericLessThan": (_compare(_number, lambda v, p: v < p), False),
+    "NumericLessThanEquals": (_compare(_number, lambda v, p: v <= p), False),
+    "NumericGreaterThan": (_compare(_number, lambda v, p: v > p), False),
+    "NumericGreaterThanEquals": (_compare(_number, lambda v, p: v >= p), False),
+    "DateEquals": (_compare(_date, lambda v, p: v == p), False),
+    "DateNotEquals": (_compare(_date, lambda v, p: v == p), True),
+    "DateLessThan": (_compare(_date, lambda v, p: v < p), False),
+    "DateLessThanEquals": (_compare(_date, lambda v, p: v <= p), False),
+    "DateGreaterThan": (_compare(_date, lambda v, p: v > p), False),
+    "DateGreaterThanEquals": (_compare(_date, lambda v, p: v >= p), False),
+    "Bool": (lambda p, v: v.lower() == p.lower(), False),
+    "IpAddress": (_ip, False),
+    "NotIpAddress": (_ip, True),
+}
+_CHECKS: dict[str, Callable[[str], Any]] = {
+    "Numeric": _number, "Date": _date, "IpAddress": ipaddress.ip_network, "NotIpAddress": ipaddress.ip_network,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    operator: str  # without IfExists
+    key: str  # lower-case: condition key names are case-insensitive
+    values: tuple[str, ...]
+    if_exists: bool
+
+    def holds(self, context: dict[str, str]) -> bool:
+        value = context.get(self.key)
+        if self.operator == "Null":
+            return (value is None) == (self.values[0].lower() == "true")
+        if value is None:
+            return self.if_exists or _OPERATORS[self.operator][1]
+        test, negated = _OPERATORS[self.operator]
+        try:
+            matched = any(test(pattern, value) for pattern in self.values)
+        except ValueError:  # a request value the operator cannot read (an IPv6 peer against an IPv4 range…)
+            matched = False
+        return not matched if negated else matched
+
+
+def _values(raw: Any, where: str) -> tuple[str, ...]:
+    values = raw if isinstance(raw, list) else [raw]
+    if not values or not all(isinstance(v, (str, bool, int, float)) for v in values):
+        raise ConditionError(f"{where}: values must be strings, numbers or booleans")
+    return tuple(str(v).lower() if isinstance(v, bool) else str(v) for v in values)
+
+
+def parse_conditions(block: Any) -> tuple[Condition, ...]:
+    if not isinstance(block, dict):
+        raise ConditionError("Condition must be an object")
+    conditions = []
+    for name, keys in block.items():
+        if ":" in name:
+            raise ConditionError(f"{name}: set operators (ForAnyValue:, ForAllValues:) are not supported")
+        operator, if_exists = (name[:-len("IfExists")], True) if name.endswith("IfExists") else (name, False)
+        if operator not in _OPERATORS and (operator != "Null" or if_exists):
+            raise ConditionError(f"unsupported condition operator {name}")
+        if not isinstance(keys, dict) or not keys:
+            raise ConditionError(f"{name} must map condition keys to values")
+        for key, raw in keys.items():
+            values = _values(raw, f"{name} {key}")
+            check = next((c for prefix, c in _CHECKS.items() if operator.startswith(prefix)), None)
+            try:
+                for value in values:
+                    if check is not None:
+                        check(value)
+            except ValueError:
+                raise ConditionError(f"{name} {key}: {values!r} are not values this operator reads") from None
+            conditions.append(Condition(operator, key.lower(), values, if_exists))
+    return tuple(conditions)

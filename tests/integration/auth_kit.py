@@ -1,0 +1,119 @@
+"""Helpers of the authentication tests: a credentials file, clients signing with its keys, raw signed HTTP.
+
+Every signature here is botocore's own (SigV4Auth for the header form, SigV4QueryAuth for
+presigned URLs), so the server is checked against the signer every SDK uses.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.auth import SigV4Auth, SigV4QueryAuth
+from botocore.awsrequest import AWSRequest
+from botocore.config import Config
+from botocore.credentials import Credentials
+from query_client import make_query_client
+
+OWNER_ACCOUNT = "111111111111"
+OTHER_ACCOUNT = "222222222222"
+JOBS_QUEUE = "jobs"
+# A worker's key: receive, delete and change visibility on the one queue "jobs" of its account.
+WORKER_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [{
+    "Effect": "Allow",
+    "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueue*"],
+    "Resource": f"arn:aws:sqs:*:{OWNER_ACCOUNT}:{JOBS_QUEUE}",
+}]})
+KEYS: dict[str, dict[str, str]] = {
+    "AKIDALICE": {"secret_access_key": "alice-secret", "account_id": OWNER_ACCOUNT, "name": "alice"},
+    "AKIDBOB": {"secret_access_key": "bob-secret", "account_id": OTHER_ACCOUNT, "name": "bob"},
+    "AKIDWORKER": {"secret_access_key": "worker-secret", "account_id": OWNER_ACCOUNT, "name": "jobs-worker",
+                   "policy": WORKER_POLICY},
+}
+
+
+def credentials_toml(keys: dict[str, dict[str, str]]) -> str:
+    lines = []
+    for key_id, fields in keys.items():
+        lines.append(f"[keys.{key_id}]")
+        lines += [f"{name} = {json.dumps(value)}" for name, value in fields.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_credentials(path: Path, keys: dict[str, dict[str, str]] = KEYS) -> Path:
+    path.write_text(credentials_toml(keys))
+    return path
+
+
+def secret_of(key_id: str) -> str:
+    return KEYS[key_id]["secret_access_key"]
+
+
+def signed_client(protocol: str, endpoint: str, key_id: str, secret: str | None = None, *,
+                  region: str = "us-east-1", token: str | None = None, verify: str | bool | None = None,
+                  **config_kwargs: Any) -> Any:
+    """An SQS client of `protocol` ("json" or "query") that signs with this key (and this secret)."""
+    secret = secret if secret is not None else KEYS.get(key_id, {}).get("secret_access_key", "whatever")
+    if protocol == "query":
+        return make_query_client(endpoint, region, aws_access_key_id=key_id, aws_secret_access_key=secret,
+                                 aws_session_token=token, verify=verify, **config_kwargs)
+    config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=45, **config_kwargs)
+    return boto3.session.Session().client("sqs", region_name=region, endpoint_url=endpoint, verify=verify,
+                                          aws_access_key_id=key_id, aws_secret_access_key=secret,
+                                          aws_session_token=token, config=config)
+
+
+def sign(request: AWSRequest, key_id: str, region: str = "us-east-1") -> AWSRequest:
+    SigV4Auth(Credentials(key_id, secret_of(key_id)), "sqs", region).add_auth(request)
+    return request
+
+
+def presign(url: str, key_id: str, expires: int, region: str = "us-east-1", method: str = "GET",
+            headers: dict[str, str] | None = None) -> str:
+    """A presigned URL, as botocore's generate_presigned_url makes it (signing these headers too)."""
+    request = AWSRequest(method=method, url=url, headers=headers or {})
+    SigV4QueryAuth(Credentials(key_id, secret_of(key_id)), "sqs", region, expires=expires).add_auth(request)
+    return str(request.url)
+
+
+def send(request: AWSRequest, body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+    """Send a prepared request (with `body` instead of the signed one, to tamper); status, headers, body."""
+    data = request.body if body is None else body
+    raw = urllib.request.Request(request.url, data=data or None, method=request.method,
+                                 headers=dict(request.headers.items()))
+    try:
+        with urllib.request.urlopen(raw, timeout=10) as response:
+            return response.status, dict(response.headers.items()), response.read()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, dict(error.headers.items()), error.read()
+
+
+def json_request(endpoint: str, action: str, params: dict[str, Any]) -> AWSRequest:
+    return AWSRequest(method="POST", url=endpoint + "/", data=json.dumps(params).encode(), headers={
+        "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": f"AmazonSQS.{action}"})
+
+
+class SignedClock:
+    """The test clock of a server with credentials on: its endpoint wants a signed request."""
+
+    def __init__(self, endpoint: str, key_id: str = "AKIDALICE") -> None:
+        self._url = endpoint.rstrip("/") + "/_queueserver/clock"
+        self._key_id = key_id
+
+    def advance(self, seconds: float) -> int:
+        request = sign(AWSRequest(method="POST", url=self._url, data=json.dumps({"advance_seconds": seconds}).encode(),
+                                  headers={"Content-Type": "application/json"}), self._key_id)
+        status, _, body = send(request)
+        assert status == 200, body
+        return int(json.loads(body)["now_ms"])
+
+    def ahead_s(self) -> float:
+        """How far the server's clock is ahead of this machine's (what earlier tests advanced it by)."""
+        return (self.advance(0) - time.time() * 1000) / 1000
