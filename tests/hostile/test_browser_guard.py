@@ -51,7 +51,7 @@ def test_a_cross_site_form_post_cannot_delete_a_queue(guarded, make_client):
     response = _http(guarded.endpoint, "POST", "/", {
         "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate",
         "Content-Type": "application/x-www-form-urlencoded"}, _form("DeleteQueue", QueueUrl=url))
-    assert response.status == 400 and error_code(response) == "AccessDenied"
+    assert response.status == 403 and error_code(response) == "AccessDenied"
     assert _exists(sqs, url)
 
 
@@ -62,7 +62,7 @@ def test_a_cross_site_get_from_an_img_tag_cannot_purge_a_queue(guarded, make_cli
     path = url.removeprefix(guarded.endpoint) + "?Action=PurgeQueue"
     response = _http(guarded.endpoint, "GET", path, {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors",
                                                      "Sec-Fetch-Dest": "image"})
-    assert response.status == 400 and error_code(response) == "AccessDenied"
+    assert response.status == 403 and error_code(response) == "AccessDenied"
     assert sqs.receive_message(QueueUrl=url)["Messages"][0]["Body"] == "keep me"
 
 
@@ -70,7 +70,7 @@ def test_a_json_request_with_a_foreign_origin_is_refused_in_json(guarded):
     response = _http(guarded.endpoint, "POST", "/", {
         "Origin": "http://localhost.evil.example", "Content-Type": "application/x-amz-json-1.0",
         "X-Amz-Target": "AmazonSQS.CreateQueue"}, json.dumps({"QueueName": unique_queue_name("o")}).encode())
-    assert response.status == 400 and error_code(response) == "AccessDenied"
+    assert response.status == 403 and error_code(response) == "AccessDenied"
     assert "access-control-allow-origin" not in response.headers
 
 
@@ -95,7 +95,7 @@ def test_the_allowed_origin_gets_its_preflight_answered_and_its_requests_served_
 def test_a_preflight_from_a_foreign_origin_is_refused(guarded):
     response = _http(guarded.endpoint, "OPTIONS", "/", {
         "Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})
-    assert response.status == 400
+    assert response.status == 403
     assert "access-control-allow-origin" not in response.headers
 
 
@@ -110,7 +110,7 @@ def test_a_host_outside_the_allow_list_is_refused_and_never_echoed_into_a_queue_
     response = _http(guarded.endpoint, "POST", "/", {
         "Host": "attacker.example:9324", "Content-Type": "application/x-amz-json-1.0",
         "X-Amz-Target": "AmazonSQS.CreateQueue"}, json.dumps({"QueueName": name}).encode())
-    assert response.status == 400 and error_code(response) == "AccessDenied"
+    assert response.status == 403 and error_code(response) == "AccessDenied"
     sqs = make_client(guarded.endpoint)  # 127.0.0.1 is on the list
     assert not any(url.endswith(name) for url in sqs.list_queues().get("QueueUrls", []))
 
