@@ -12,6 +12,7 @@ revision, it uses that revision's stack.
 
 from __future__ import annotations
 
+import functools
 import gc
 import socket
 from typing import Any
@@ -34,6 +35,16 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": BODY})
 
 
+def _protocol() -> Any:
+    """The server's protocol class as the server builds it (with its limits, where it has them)."""
+    try:
+        from queueserver.config import ServerConfig
+        from queueserver.http_guard import RefusalLog
+    except ImportError:  # a revision from before the request limits
+        return _HttpProtocol
+    return functools.partial(_HttpProtocol, limits=ServerConfig(), refusals=RefusalLog())
+
+
 def main() -> None:
     import uvloop
 
@@ -41,7 +52,7 @@ def main() -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(2048)  # connections wait in the backlog until uvicorn serves the socket
-    config = uvicorn.Config(app, http=_HttpProtocol, loop="none", access_log=False, log_level="warning",
+    config = uvicorn.Config(app, http=_protocol(), loop="none", access_log=False, log_level="warning",
                             lifespan="off")
     gc.freeze()
     gc.set_threshold(10_000, 20, 20)
