@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     browsers.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                           help="a Host name requests may carry (against DNS rebinding); repeat or separate with "
                                "commas. Without it any Host is served")
+    serve.add_argument("--console", action=argparse.BooleanOptionalAction, default=None,
+                       help="the web console under /console (default: on when --host is a loopback address)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     backup = commands.add_parser("backup", help="copy the database safely, also while the server runs")
     backup.add_argument("destination", help="the file to write")
@@ -89,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                              body_timeout=args.body_timeout, keep_alive_timeout=args.keep_alive_timeout,
                              max_connections=args.max_connections,
                              allowed_origins=_split(args.allow_origin), allowed_hosts=_split(args.allow_host),
-                             counts_max_age=args.counts_max_age))
+                             counts_max_age=args.counts_max_age, console=args.console))
         except StartupError as exc:
             print(f"queueserver: {exc}", file=sys.stderr)
             return 2

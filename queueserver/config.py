@@ -33,3 +33,11 @@ class ServerConfig:
     # Host names served (empty: any).
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
+    # The web console under /console (README, "Console"): None is on when listening on loopback only.
+    console: bool | None = None
+
+    @property
+    def console_enabled(self) -> bool:
+        if self.console is not None:
+            return self.console
+        return self.host in ("127.0.0.1", "::1", "localhost") or self.host.startswith("127.")
