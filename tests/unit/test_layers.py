@@ -17,6 +17,10 @@ FORBIDDEN = {
                  "queueserver.storage.queue_store"},
     "consumer": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server"},
     "spark": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server"},
+    # The console reads and acts through the engine's API and the protocol's handlers, never the file.
+    "console": {"sqlite3", "aiosqlite", "queueserver.storage.database", "queueserver.storage.message_store",
+                "queueserver.storage.queue_store", "queueserver.storage.read_side", "queueserver.consumer",
+                "queueserver.spark", "queueserver.app", "queueserver.server"},
     # The test harness users get sees the server as a client does: a process and HTTP.
     "testing": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server",
                 "queueserver.cli"},
@@ -25,7 +29,7 @@ FORBIDDEN = {
 
 def _layer(path: Path) -> str | None:
     relative = path.relative_to(PACKAGE)
-    if relative.parts[0] in {"storage", "protocol", "consumer", "spark", "testing"}:
+    if relative.parts[0] in {"storage", "protocol", "consumer", "spark", "testing", "console"}:
         return relative.parts[0]
     if path.stem in LEAVES:
         return "leaf"
