@@ -31,15 +31,16 @@ class QueueRow:
     sent: list[int]
     received: list[int]
     dead_letter_arn: str | None
+    sent_per_minute: int
+    received_per_minute: int
     sources: list[Queue] = field(default_factory=list)
 
-    @property
-    def sent_per_minute(self) -> int:
-        return self.sent[-2] if len(self.sent) > 1 else 0  # the last whole minute
 
-    @property
-    def received_per_minute(self) -> int:
-        return self.received[-2] if len(self.received) > 1 else 0
+def _last_60_seconds(series: list[int], now_ms: int) -> int:
+    """The count of the last 60 s, estimated from minute buckets: this minute's, plus the part of the
+    previous minute's still inside the window (spread evenly over that minute)."""
+    past = 1 - (now_ms % 60_000) / 60_000
+    return round(series[-1] + (series[-2] if len(series) > 1 else 0) * past)
 
 
 def sparkline(values: list[int]) -> str:
@@ -68,7 +69,7 @@ async def queue_row(engine: QueueEngine, queue: Queue) -> QueueRow:
     kind = "FIFO" if queue.fifo else "fair" if first and first[0].group_id else "standard"
     sent, received = engine.traffic.per_minute(queue.id, now)
     return QueueRow(queue, kind, counts.visible, counts.in_flight, counts.delayed, oldest, sent, received,
-                    dead_letter_arn(queue))
+                    dead_letter_arn(queue), _last_60_seconds(sent, now), _last_60_seconds(received, now))
 
 
 async def overview(engine: QueueEngine, name_filter: str, sort: str, descending: bool) -> list[QueueRow]:
