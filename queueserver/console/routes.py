@@ -154,7 +154,10 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
             await calls.call("DeleteQueue", region, {"QueueUrl": url})
             return back(CONSOLE_PREFIX, notice=f"Queue {name} deleted.")
         if action == "redrive":
-            started_task = await calls.call("StartMessageMoveTask", region, {"SourceArn": arn})
+            move: dict[str, Any] = {"SourceArn": arn}
+            if fields.get("rate"):  # SQS validates it (1-500)
+                move["MaxNumberOfMessagesPerSecond"] = int(fields["rate"]) if fields["rate"].isdigit() else -1
+            started_task = await calls.call("StartMessageMoveTask", region, move)
             return back(here, notice=f"Redrive started (task {started_task['TaskHandle'][:12]}…).")
         await calls.call("CancelMessageMoveTask", region, {"TaskHandle": fields.get("task_handle", "")})
         return back(here, notice="Redrive cancelled.")

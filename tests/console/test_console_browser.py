@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Any
 
 from playwright.sync_api import expect
@@ -101,8 +102,9 @@ def test_a_dead_letter_queue_is_redriven_to_its_source_to_the_end(
     source = console_sqs.get_queue_url(QueueName="clicked-source")["QueueUrl"]
     for i in range(3):
         console_sqs.send_message(QueueUrl=source, MessageBody=f"poison {i}")
-    for _ in range(3):  # a second receive of each moves it to the dead-letter queue
-        console_sqs.receive_message(QueueUrl=source, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    for _ in range(20):  # a message's second receive moves it to the dead-letter queue instead
+        if not console_sqs.receive_message(QueueUrl=source, MaxNumberOfMessages=10, VisibilityTimeout=0).get("Messages"):
+            break
     _open(page, console_server)
     expect(page.locator("tr[data-queue=clicked-dlq]")).to_contain_text("DLQ of clicked-source")
     expect(page.locator("tr[data-queue=clicked-source]")).to_contain_text("→ clicked-dlq")
@@ -149,3 +151,49 @@ def test_the_server_page_shows_the_database_and_its_health(page: Any, console_se
     expect(facts).to_contain_text("queueserver.db")
     expect(facts).to_contain_text("healthy")
     expect(facts).to_contain_text("WAL size")
+
+
+def test_a_slow_redrive_shows_its_progress_and_is_cancelled(page: Any, console_server: Any, console_sqs: Any) -> None:
+    console_sqs.create_queue(QueueName="slow-dlq")
+    source = console_sqs.create_queue(QueueName="slow-source", Attributes={"RedrivePolicy":
+        '{"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:slow-dlq", "maxReceiveCount": "1"}'})["QueueUrl"]
+    for start in range(0, 40, 10):
+        console_sqs.send_message_batch(QueueUrl=source, Entries=[
+            {"Id": str(i), "MessageBody": f"m{i}"} for i in range(start, start + 10)])
+    for _ in range(20):  # a message's second receive moves it to the dead-letter queue instead
+        if not console_sqs.receive_message(QueueUrl=source, MaxNumberOfMessages=10, VisibilityTimeout=0).get("Messages"):
+            break
+    _open(page, console_server, "/console/queues/us-east-1/slow-dlq")
+    expect(_visible(page)).to_have_text("40")
+    page.locator("form.redrive-start input[name=rate]").fill("1")
+    page.get_by_role("button", name="Redrive to source queue").click()
+    task = page.locator("table.tasks tbody tr").first
+    expect(task.locator(".status")).to_have_text("RUNNING")
+    task.get_by_role("button", name="Cancel").click()
+    expect(page.locator(".notice")).to_have_text("Redrive cancelled.")
+    expect(task.locator(".status")).to_have_text(re.compile("CANCELL(ING|ED)"))
+    assert int(task.locator(".moved").inner_text()) < 40
+
+
+def test_a_rate_sqs_refuses_is_answered_with_sqs_error(page: Any, console_server: Any, console_sqs: Any) -> None:
+    console_sqs.create_queue(QueueName="rate-dlq")
+    console_sqs.create_queue(QueueName="rate-source", Attributes={"RedrivePolicy":
+        '{"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:rate-dlq", "maxReceiveCount": "1"}'})
+    _open(page, console_server, "/console/queues/us-east-1/rate-dlq")
+    page.locator("form.redrive-start input[name=rate]").evaluate("input => { input.removeAttribute('max') }")
+    page.locator("form.redrive-start input[name=rate]").fill("501")
+    page.get_by_role("button", name="Redrive to source queue").click()
+    expect(page.locator(".error")).to_contain_text("InvalidParameterValue")
+    expect(page.locator("table.tasks")).to_have_count(0)
+
+
+def test_a_queue_created_in_the_console_serves_both_wire_protocols(
+        page: Any, console_server: Any, make_client: Any) -> None:
+    name = f"both-{uuid.uuid4().hex[:8]}"
+    _create(page, console_server, name)
+    _send(page, "from the console")
+    sqs = make_client(console_server.endpoint)
+    url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1)["Messages"]
+    assert [m["Body"] for m in received] == ["from the console"]
+    sqs.delete_queue(QueueUrl=url)
