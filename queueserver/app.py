@@ -21,6 +21,7 @@ from queueserver.auth import Authenticator
 from queueserver.browser_guard import BrowserGuard
 from queueserver.clock import ManualClock
 from queueserver.config import ServerConfig
+from queueserver.console import CONSOLE_PREFIX, create_console
 from queueserver.protocol import Dispatcher, HttpRequest, HttpResponse
 from queueserver.protocol.error_codes import wire_error
 from queueserver.storage import QueueEngine
@@ -124,9 +125,14 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
         return JSONResponse({"now_ms": manual.now_ms(), "timers": manual.pending()})
 
     extras = Starlette(routes=[Route(CLOCK_PATH, clock, methods=["GET", "POST"])])
+    console = create_console(config, engine, guard) if config.console_enabled else None
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] != CLOCK_PATH:
+        path = scope.get("path", "")
+        if console is not None and scope["type"] == "http" and (path == CONSOLE_PREFIX
+                                                                or path.startswith(CONSOLE_PREFIX + "/")):
+            await console(scope, receive, send)
+        elif scope["type"] == "http" and path != CLOCK_PATH:
             await sqs(scope, receive, send)
         elif scope["type"] == "http":  # the test clock: no web page may move it, and its body is small
             headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}

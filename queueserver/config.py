@@ -81,5 +81,14 @@ class ServerConfig:
         name="credentials", metavar="FILE")
     tls_cert: str | None = setting(None, "serve HTTPS with this certificate (PEM)", metavar="FILE")
     tls_key: str | None = setting(None, "the private key of --tls-cert (PEM)", metavar="FILE")
+    # The web console under /console (README, "Web console"): None is on when listening on loopback only.
+    console: bool | None = setting(None, "the web console under /console (default: on when --host is a loopback "
+                                         "address)")
     # Not a setting: the [queues.*] tables of the config file.
     queues: tuple[QueueDeclaration, ...] = field(default=(), metadata={"file_only": True})
+
+    @property
+    def console_enabled(self) -> bool:
+        if self.console is not None:
+            return self.console
+        return self.host in ("127.0.0.1", "::1", "localhost") or self.host.startswith("127.")

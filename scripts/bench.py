@@ -186,6 +186,17 @@ def start_queueserver(python: str, db_path: Path, log_path: Path, source: Path |
                  "--log-level", "warning"], log_path, "queueserver", source)
 
 
+def start_console_watch(python: str, url: str) -> subprocess.Popen[str]:
+    """One console page open and refreshing itself, in chromium on the client's core (issue 21)."""
+    watcher = subprocess.Popen([python, str(REPO / "scripts" / "console_watch.py"), url], stdout=subprocess.PIPE,
+                               text=True)
+    assert watcher.stdout is not None
+    if watcher.stdout.readline().strip() != "WATCHING":
+        watcher.kill()
+        raise RuntimeError("scripts/console_watch.py did not open the console page")
+    return watcher
+
+
 def export_revision(rev: str, dest: Path) -> tuple[Path, str]:
     """A snapshot of the server at a git revision (the working tree may be mid-change), laid
     out so that `python -m queueserver` runs from it: the migrations go inside the package,
@@ -1258,6 +1269,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quiet", type=float, default=0.15,
                         help="before each run, wait until other processes use less than this fraction of a core")
     parser.add_argument("--quiet-wait", type=float, default=15.0, help="... but at most this many seconds")
+    parser.add_argument("--console-page", action="store_true",
+                        help="keep one console page open (chromium, scripts/console_watch.py) on queueserver meanwhile")
     parser.add_argument("--json", default=None,
                         help="where every figure goes (default: scripts/bench-results/COMMIT-TIME.json, to commit "
                              "beside BENCHMARKS.md)")
@@ -1323,9 +1336,13 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         db = tmp / f"bench-{backlog}.db"
         server = start_queueserver(args.python, db, tmp / f"queueserver-{backlog}.log", source)
         started = time.perf_counter()
+        watcher = start_console_watch(args.python, server.url) if args.console_page else None
         try:
             results["by_backlog"][str(backlog)] = await Bench(args, server, str(backlog)).run(backlog)
         finally:
+            if watcher is not None:
+                watcher.terminate()
+                watcher.wait(30)
             server.stop()
             log = (tmp / f"queueserver-{backlog}.log").read_text(errors="replace").strip()
             if log:

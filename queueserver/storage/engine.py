@@ -25,6 +25,7 @@ from queueserver.storage.count_cache import MAX_AGE_SECONDS, CountCache
 from queueserver.storage.database import Database, Transaction
 from queueserver.storage.read_side import ReadSide
 from queueserver.storage.sqlite_file import open_file
+from queueserver.storage.traffic import Traffic
 from queueserver.storage.migrations import migrate
 from queueserver.storage.receipts import ReceiptSigner
 from queueserver.storage.redrive import Redriver
@@ -70,6 +71,7 @@ class QueueEngine:
         self.health = db.health  # what a readiness check reports: False once a background worker ended
         self._sweeper = asyncio.create_task(self._sweep_forever())
         self.health.watch_task(self._sweeper, "the retention sweeper")
+        self.traffic = Traffic()  # sent/received per minute, for the console
         self.move_tasks = Redriver(db, clock, self._queue_by_arn_in_transaction, self._notify, self._counts.changed)
 
     @classmethod
@@ -142,6 +144,10 @@ class QueueEngine:
                  if q.region == region and q.account == account and q.name.startswith(prefix)]
         return sorted(found, key=lambda q: q.name)
 
+    def all_queues(self) -> list[Queue]:
+        """Every queue of every region and account (the console's overview), by region, account, name."""
+        return sorted(self._committed_queues.values(), key=lambda q: q.key)
+
     def _queue_by_arn_in_transaction(self, arn: str) -> Queue | None:
         key = parse_arn(arn)
         return None if key is None else self._queues.get(key)
@@ -195,6 +201,7 @@ class QueueEngine:
 
         await self._db.run(delete)
         self._counts.forget(queue.id)
+        self.traffic.forget(queue.id)
         self._deleted_at[queue.key] = self._clock.now_ms()
         self._notify(queue.id)
 
@@ -272,7 +279,9 @@ class QueueEngine:
                 tx.on_commit(lambda: self._notify(queue.id, len(stored)))
             return sent
 
-        return await self._db.run(send)
+        sent = await self._db.run(send)
+        self.traffic.sent(queue.id, len(messages), now)
+        return sent
 
     async def receive_messages(self, queue: Queue, max_messages: int, visibility_timeout: int,
                                wait_seconds: int, attempt_id: str | None = None) -> list[ReceivedMessage]:
@@ -292,6 +301,7 @@ class QueueEngine:
                 if moved_to is not None:
                     self._notify(moved_to[0], moved_to[1])
                 if messages or waiter is None:
+                    self.traffic.received(queue.id, len(messages), self._clock.now_ms())
                     return messages
                 if self._clock.now_ms() >= deadline_ms or loop.time() >= real_deadline:
                     return []

@@ -1,0 +1,48 @@
+"""The console's SQS calls: the protocol's own action handlers, so validation and errors are SQS's.
+
+A call acts as the console's viewer in the queue's region; like every request, its answer waits
+until what it changed is durable.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from queueserver import errors
+from queueserver.protocol.dispatch import ACTIONS
+from queueserver.protocol.error_codes import wire_error
+from queueserver.protocol.params import RequestContext
+from queueserver.storage import QueueEngine
+
+
+class ConsoleError(Exception):
+    """An SQS error raised by a console action, with the code a client would have seen."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class SqsCalls:
+    def __init__(self, engine: QueueEngine, home_region: str, account: str) -> None:
+        self._engine = engine
+        self._home_region = home_region
+        self._account = account
+
+    def queue_url(self, region: str, name: str) -> str:
+        """A queue URL the handlers resolve (their host part is not looked at)."""
+        return self._context(region, "console").queue_url(name)
+
+    def _context(self, region: str, sender: str) -> RequestContext:
+        return RequestContext(region=region, account=self._account, base_url="http://console",
+                              request_id=str(uuid.uuid4()), sender_id=sender, home_region=self._home_region)
+
+    async def call(self, action: str, region: str, params: dict[str, Any], sender: str = "console") -> dict[str, Any]:
+        try:
+            result = await ACTIONS[action](self._engine, self._context(region, sender), params)
+            await self._engine.durable()
+        except errors.SQSError as error:
+            raise ConsoleError(wire_error(error).query_code, error.message) from None
+        return result

@@ -1,0 +1,129 @@
+"""What the console's pages show, gathered from memory and the read side (never the writer).
+
+Counts come from the engine's count cache (the read side, at most a couple of seconds stale, as
+SQS's approximate counts are); the oldest message from a one-row browse; rates from the engine's
+in-memory per-minute counters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import queueserver
+from queueserver.models import Queue
+from queueserver.storage import QueueEngine
+
+SPARK_WIDTH, SPARK_HEIGHT = 90, 20
+
+
+@dataclass
+class QueueRow:
+    queue: Queue
+    kind: str  # standard, FIFO or fair
+    visible: int
+    in_flight: int
+    delayed: int
+    oldest_age_s: int | None
+    sent: list[int]
+    received: list[int]
+    dead_letter_arn: str | None
+    sent_per_minute: int
+    received_per_minute: int
+    sources: list[Queue] = field(default_factory=list)
+
+
+def _last_60_seconds(series: list[int], now_ms: int) -> int:
+    """The count of the last 60 s, estimated from minute buckets: this minute's, plus the part of the
+    previous minute's still inside the window (spread evenly over that minute)."""
+    past = 1 - (now_ms % 60_000) / 60_000
+    return round(series[-1] + (series[-2] if len(series) > 1 else 0) * past)
+
+
+def sparkline(values: list[int]) -> str:
+    """The points of an SVG polyline for `values` (scaled to the box; all zeros is a flat line)."""
+    top = max(values, default=0) or 1
+    step = SPARK_WIDTH / max(len(values) - 1, 1)
+    return " ".join(f"{i * step:.1f},{SPARK_HEIGHT - 1 - (v / top) * (SPARK_HEIGHT - 2):.1f}"
+                    for i, v in enumerate(values))
+
+
+def dead_letter_arn(queue: Queue) -> str | None:
+    policy = queue.attributes.get("RedrivePolicy")
+    if not policy:
+        return None
+    try:
+        return json.loads(policy).get("deadLetterTargetArn")
+    except (ValueError, AttributeError):
+        return None
+
+
+async def queue_row(engine: QueueEngine, queue: Queue) -> QueueRow:
+    counts = await engine.queue_counts(queue)
+    now = engine.clock.now_ms()
+    first = await engine.browse_messages(queue, 0, 1)
+    oldest = max(0, (now - first[0].sent_at_ms) // 1000) if first else None
+    kind = "FIFO" if queue.fifo else "fair" if first and first[0].group_id else "standard"
+    sent, received = engine.traffic.per_minute(queue.id, now)
+    return QueueRow(queue, kind, counts.visible, counts.in_flight, counts.delayed, oldest, sent, received,
+                    dead_letter_arn(queue), _last_60_seconds(sent, now), _last_60_seconds(received, now))
+
+
+async def overview(engine: QueueEngine, name_filter: str, sort: str, descending: bool) -> list[QueueRow]:
+    queues = [q for q in engine.all_queues() if name_filter.lower() in q.name.lower()]
+    rows = [await queue_row(engine, q) for q in queues]
+    by_arn = {row.queue.arn: row for row in rows}
+    for row in rows:
+        if row.dead_letter_arn in by_arn:
+            by_arn[row.dead_letter_arn].sources.append(row.queue)
+    keys = {
+        "name": lambda r: (r.queue.name, r.queue.region),
+        "region": lambda r: (r.queue.region, r.queue.name),
+        "type": lambda r: (r.kind, r.queue.name),
+        "visible": lambda r: r.visible, "in_flight": lambda r: r.in_flight, "delayed": lambda r: r.delayed,
+        "oldest": lambda r: r.oldest_age_s or 0,
+        "sent": lambda r: r.sent_per_minute, "received": lambda r: r.received_per_minute,
+    }
+    rows.sort(key=keys.get(sort, keys["name"]), reverse=descending)
+    return rows
+
+
+@dataclass
+class ServerInfo:
+    version: str
+    database: str
+    size_bytes: int | None
+    wal_bytes: int | None
+    uptime_s: int
+    healthy: bool
+    problems: dict[str, str]
+    queues: int
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def server_info(engine: QueueEngine, db_path: str, started: float) -> ServerInfo:
+    path = os.path.realpath(db_path)
+    return ServerInfo(queueserver.__version__, path, _size(path), _size(path + "-wal"),
+                      int(time.monotonic() - started), engine.health.healthy, engine.health.problems(),
+                      len(engine.all_queues()))
+
+
+def message_view(message: dict[str, Any]) -> dict[str, Any]:
+    """A browsed message (QueueserverBrowseMessages' shape) as the queue page lists it."""
+    attributes = message.get("Attributes", {})
+    return {"id": message["MessageId"], "body": message["Body"], "state": message.get("State", ""),
+            "receive_count": attributes.get("ApproximateReceiveCount", "0"),
+            "group": attributes.get("MessageGroupId", ""),
+            "sent": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(int(attributes.get("SentTimestamp", "0")) / 1000)),
+            "attributes": {name: value.get("StringValue", value.get("BinaryValue", ""))
+                           for name, value in message.get("MessageAttributes", {}).items()},
+            "system": attributes}

@@ -1,0 +1,74 @@
+"""Take the README's console screenshots (docs/console-*.png, 1280x800) from a freshly filled server.
+
+Run: .venv/bin/python scripts/console_screenshots.py   (needs Debian's chromium at /usr/bin/chromium)
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import boto3
+from botocore.config import Config
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+import serverproc  # noqa: E402
+
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def fill(endpoint: str) -> None:
+    sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="x",
+                       aws_secret_access_key="x", config=Config(retries={"max_attempts": 1}))
+    sqs.create_queue(QueueName="orders-dlq")["QueueUrl"]
+    dlq_arn = "arn:aws:sqs:us-east-1:000000000000:orders-dlq"
+    orders = sqs.create_queue(QueueName="orders", Attributes={
+        "RedrivePolicy": f'{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"1"}}'},
+        tags={"team": "checkout"})["QueueUrl"]
+    payments = sqs.create_queue(QueueName="payments.fifo", Attributes={"FifoQueue": "true",
+                                                                          "ContentBasedDeduplication": "true"})["QueueUrl"]
+    emails = sqs.create_queue(QueueName="emails")["QueueUrl"]
+    west = boto3.client("sqs", endpoint_url=endpoint, region_name="eu-west-1", aws_access_key_id="x",
+                        aws_secret_access_key="x").create_queue(QueueName="audit")["QueueUrl"]
+    for i in range(40):
+        sqs.send_message(QueueUrl=orders, MessageBody=f'{{"order": {1000 + i}, "items": {i % 4 + 1}}}',
+                         MessageAttributes={"source": {"DataType": "String", "StringValue": "web"}})
+    sqs.send_message(QueueUrl=orders, MessageBody='<script>alert("shown as text")</script>')
+    for i in range(12):
+        sqs.send_message(QueueUrl=payments, MessageBody=f"payment {i}", MessageGroupId=f"customer-{i % 3}")
+    for i in range(7):
+        sqs.send_message(QueueUrl=emails, MessageBody=f"welcome mail {i}", MessageGroupId=f"tenant-{i % 2}")
+    boto3.client("sqs", endpoint_url=endpoint, region_name="eu-west-1", aws_access_key_id="x",
+                 aws_secret_access_key="x").send_message(QueueUrl=west, MessageBody="login")
+    sqs.receive_message(QueueUrl=orders, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    sqs.receive_message(QueueUrl=orders, MaxNumberOfMessages=10, VisibilityTimeout=0)  # 10 to the DLQ
+    sqs.receive_message(QueueUrl=orders, MaxNumberOfMessages=5, VisibilityTimeout=300)
+    sqs.receive_message(QueueUrl=payments, MaxNumberOfMessages=3, VisibilityTimeout=300)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = serverproc.start_server(Path(tmp) / "queueserver.db")
+        try:
+            fill(server.endpoint)
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+                page = browser.new_page(viewport={"width": 1280, "height": 800})
+                page.goto(server.endpoint + "/console")
+                page.wait_for_timeout(2500)  # the counts cache's staleness bound
+                page.reload()
+                page.screenshot(path=str(ROOT / "docs/console-overview.png"))
+                page.goto(server.endpoint + "/console/queues/us-east-1/orders")
+                page.screenshot(path=str(ROOT / "docs/console-queue.png"))
+                browser.close()
+        finally:
+            server.stop()
+            server.ensure_dead()
+
+
+if __name__ == "__main__":
+    main()

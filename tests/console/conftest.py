@@ -1,0 +1,66 @@
+"""Fixtures for the console's tests: a server of their own and Debian's chromium driven by Playwright.
+
+The browser is launched by path (`playwright install` downloads are not reachable here); when it is
+missing the tests fail, never skip (.ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+
+import serverproc
+
+CHROMIUM = os.environ.get("QUEUESERVER_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    proc = serverproc.start_server(tmp_path_factory.mktemp("console") / "queueserver.db")
+    try:
+        yield proc
+    finally:
+        try:
+            assert proc.stop() == 0, proc.stderr_text()
+        finally:
+            proc.ensure_dead()
+
+
+@pytest.fixture(scope="module")
+def console_sqs(console_server: Any) -> Any:
+    return boto3.client("sqs", endpoint_url=console_server.endpoint, region_name="us-east-1",
+                        aws_access_key_id="test", aws_secret_access_key="test",
+                        config=Config(retries={"max_attempts": 1}))
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium), as .ci/run does")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(chromium: Any) -> Iterator[Any]:
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    try:
+        yield page
+    finally:
+        context.close()
