@@ -39,6 +39,13 @@ _BODIES = (
 )
 
 
+_SHARED_BODIES = (
+    "SELECT m.id, b.message_id, b.body, b.md5_of_body, b.attributes, b.trace_header, b.sent_at_ms, b.sender_id,"
+    " b.deduplication_id, b.dead_letter_source_arn FROM messages m JOIN message_bodies b ON b.id = m.body_id"
+    " WHERE m.id IN ({})"
+)
+
+
 def highest_row_id(conn: sqlite3.Connection) -> int:
     """The highest message row id ever used (sqlite_sequence keeps it past deletes)."""
     row = conn.execute(
@@ -122,8 +129,15 @@ def next_visible_at(conn: sqlite3.Connection, queue_id: int, now_ms: int) -> int
 
 
 def bodies(conn: sqlite3.Connection, row_ids: list[int]) -> dict[int, tuple]:
+    """Each row's body by row id; a row without a body of its own id (a subscription's delivery)
+    is looked up through its body_id, a second query paid only when there is such a row."""
     query = _BODIES.format(",".join("?" * len(row_ids)))
-    return {row[0]: row for row in conn.execute(query, row_ids)}
+    found = {row[0]: row for row in conn.execute(query, row_ids)}
+    if len(found) < len(row_ids):
+        shared = [row_id for row_id in row_ids if row_id not in found]
+        query = _SHARED_BODIES.format(",".join("?" * len(shared)))
+        found.update((row[0], row) for row in conn.execute(query, shared))
+    return found
 
 
 def delete_received(conn: sqlite3.Connection, queue_id: int, receipts: Iterable[tuple[int, int]]) -> int:

@@ -142,7 +142,7 @@ class Redriver:
         source = self._find_queue(source_arn)
         cutoff = now - source.retention_seconds * 1000 if source else now  # expired ones stay to be swept
         rows = conn.execute(
-            "SELECT m.id, b.dead_letter_source_arn FROM messages m JOIN message_bodies b ON b.id = m.id"
+            "SELECT m.id, b.dead_letter_source_arn FROM messages m JOIN message_bodies b ON b.id = coalesce(m.body_id, m.id)"
             " WHERE m.queue_id = ? AND m.id <= ? AND m.visible_at_ms <= ? AND m.enqueued_at_ms > ?"
             " ORDER BY m.id LIMIT ?",
             (source_id, last_row_id, now, cutoff, step_size)).fetchall()
