@@ -39,13 +39,6 @@ _BODIES = (
 )
 
 
-_SHARED_BODIES = (
-    "SELECT m.id, b.message_id, b.body, b.md5_of_body, b.attributes, b.trace_header, b.sent_at_ms, b.sender_id,"
-    " b.deduplication_id, b.dead_letter_source_arn FROM messages m JOIN message_bodies b ON b.id = m.body_id"
-    " WHERE m.id IN ({})"
-)
-
-
 def highest_row_id(conn: sqlite3.Connection) -> int:
     """The highest message row id ever used (sqlite_sequence keeps it past deletes)."""
     row = conn.execute(
@@ -115,7 +108,7 @@ def reclaim(conn: sqlite3.Connection, receipts: list[tuple[int, int]], visible_a
     for row_id, token in receipts:
         row = conn.execute(
             "UPDATE messages SET visible_at_ms = ? WHERE id = ? AND receipt_token = ?"
-            " RETURNING id, receive_count, first_received_at_ms, receipt_token, group_id",
+            " RETURNING id, receive_count, first_received_at_ms, receipt_token, group_id, coalesce(body_id, id)",
             (visible_at_ms, row_id, token)).fetchone()
         if row is not None:
             rows.append(row)
@@ -128,16 +121,10 @@ def next_visible_at(conn: sqlite3.Connection, queue_id: int, now_ms: int) -> int
     return None if value is None else int(value)
 
 
-def bodies(conn: sqlite3.Connection, row_ids: list[int]) -> dict[int, tuple]:
-    """Each row's body by row id; a row without a body of its own id (a subscription's delivery)
-    is looked up through its body_id, a second query paid only when there is such a row."""
-    query = _BODIES.format(",".join("?" * len(row_ids)))
-    found = {row[0]: row for row in conn.execute(query, row_ids)}
-    if len(found) < len(row_ids):
-        shared = [row_id for row_id in row_ids if row_id not in found]
-        query = _SHARED_BODIES.format(",".join("?" * len(shared)))
-        found.update((row[0], row) for row in conn.execute(query, shared))
-    return found
+def bodies(conn: sqlite3.Connection, body_ids: list[int]) -> dict[int, tuple]:
+    """Bodies by body id (a claimed row's `coalesce(body_id, id)`)."""
+    query = _BODIES.format(",".join("?" * len(body_ids)))
+    return {row[0]: row for row in conn.execute(query, body_ids)}
 
 
 def delete_received(conn: sqlite3.Connection, queue_id: int, receipts: Iterable[tuple[int, int]]) -> int:

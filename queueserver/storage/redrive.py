@@ -165,7 +165,8 @@ class Redriver:
         conn.executemany(
             "UPDATE messages SET queue_id = ?, visible_at_ms = ?, enqueued_at_ms = ?, receipt_token = random(),"
             " receive_count = 0, first_received_at_ms = 0, received_at_ms = 0 WHERE id = ?", moves)
-        conn.executemany("UPDATE message_bodies SET dead_letter_source_arn = NULL WHERE id = ?",
+        conn.executemany("UPDATE message_bodies SET dead_letter_source_arn = NULL"
+                         " WHERE id = (SELECT coalesce(body_id, id) FROM messages WHERE id = ?)",
                          [(m[3],) for m in moves])
         conn.execute("UPDATE move_tasks SET moved = moved + ? WHERE id = ?", (len(moves), task_id))
         status = conn.execute("SELECT status FROM move_tasks WHERE id = ?", (task_id,)).fetchone()[0]

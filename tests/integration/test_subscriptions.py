@@ -241,3 +241,35 @@ def test_a_subscription_and_its_deliveries_survive_a_restart(tmp_path: Path, ser
     assert drain(sqs, audit, 10) == [f"m{i:04d}" for i in range(6)]
     status, answer = extension_call(sqs, "QueueserverListSubscriptions", QueueUrl=queue)
     assert status == 200 and answer == {"Subscriptions": [{"SubscriptionName": "audit", "SubscriptionUrl": audit}]}
+
+
+def test_a_dead_lettered_delivery_names_its_subscription_and_a_move_task_returns_it_there(own: Any) -> None:
+    sqs, clock, db = own
+    queue = sqs.create_queue(QueueName="q")["QueueUrl"]
+    dead = sqs.create_queue(QueueName="q-dead")["QueueUrl"]
+    failing, other = subscribe(sqs, queue, "failing"), subscribe(sqs, queue, "other")
+    arn = {url: sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+           for url in (dead, failing)}
+    for url in (failing, queue):  # the queue's own receivers dead-letter too
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn[dead], "maxReceiveCount": "1"})})
+    sqs.send_message(QueueUrl=queue, MessageBody="poison")
+    for url in (failing, queue):
+        assert take(sqs, url, 1, delete=False, visibility=1)
+    clock.advance(2)
+    for url in (failing, queue):
+        assert take(sqs, url, 1, delete=False) == []  # moved to the dead-letter queue
+    moved = take(sqs, dead, 10, delete=False, visibility=0)
+    assert sorted(m["Attributes"]["DeadLetterQueueSourceArn"] for m in moved) == sorted([arn[failing], arn[failing].split("~")[0]])
+    [delivered] = take(sqs, other, 1)
+    assert "DeadLetterQueueSourceArn" not in delivered["Attributes"]  # the other receivers' copy is untouched
+    task = sqs.start_message_move_task(SourceArn=arn[dead])["TaskHandle"]
+    assert task
+    for _ in range(500):
+        if counts(sqs, dead).visible == 0 and counts(sqs, failing).visible == 1:
+            break
+        clock.advance(1)
+    [back] = take(sqs, failing, 1)
+    assert back["Body"] == "poison" and "DeadLetterQueueSourceArn" not in back["Attributes"]
+    drain(sqs, queue, 10)
+    assert table_rows(db, "messages") == 0 and table_rows(db, "message_bodies") == 0
