@@ -133,9 +133,9 @@ def _own_bodies_for_shared(conn: sqlite3.Connection, row_ids: list[int]) -> None
             continue
         conn.execute(
             "INSERT INTO message_bodies (id, message_id, body, md5_of_body, attributes, trace_header, sent_at_ms,"
-            " sender_id, deduplication_id, dead_letter_source_arn, deliveries)"
+            " sender_id, deduplication_id, dead_letter_source_arn)"
             " SELECT ?, message_id, body, md5_of_body, attributes, trace_header, sent_at_ms, sender_id,"
-            " deduplication_id, dead_letter_source_arn, 1 FROM message_bodies WHERE id = ?", (-row_id, shared[0]))
+            " deduplication_id, dead_letter_source_arn FROM message_bodies WHERE id = ?", (-row_id, shared[0]))
         conn.execute("UPDATE messages SET body_id = ? WHERE id = ?", (-row_id, row_id))
-        conn.execute("UPDATE message_bodies SET deliveries = deliveries - 1 WHERE id = ?", shared)
-        conn.execute("DELETE FROM message_bodies WHERE id = ? AND deliveries <= 0", shared)
+        conn.execute("DELETE FROM message_bodies WHERE id = ?1 AND NOT EXISTS"
+                     " (SELECT 1 FROM messages INDEXED BY messages_by_body WHERE body_id = ?1)", shared)

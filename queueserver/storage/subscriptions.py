@@ -3,27 +3,21 @@
 A subscription is a queue row of its own (named `<queue>~<name>`, see models.SUBSCRIPTION_SEPARATOR),
 so its deliveries are ordinary narrow `messages` rows and every receive, delete, visibility change,
 dead-letter move and retention sweep works on them unchanged. They point at the queue's body through
-`body_id`; `message_bodies.deliveries` counts the rows that share a body, and the last delete takes
-the body (the triggers of migration 0003).
+`body_id` (the queue's own row too), and the delete of the last one takes the body (the triggers
+of migration 0003).
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 from queueserver.models import NewMessage
-from queueserver.storage.message_store import _rows_of
+from queueserver.storage.message_store import insert_bodies, rows_of
 
 _INSERT_SHARED = (
     "INSERT INTO messages (id, queue_id, visible_at_ms, enqueued_at_ms, group_id, body_id) VALUES "
 )
 _SHARED_ROW = "(?, ?, ?, ?, NULLIF(?, ''), ?)"
-_INSERT_COUNTED_BODIES = (
-    "INSERT INTO message_bodies (id, message_id, body, md5_of_body, attributes, trace_header, "
-    "sent_at_ms, sender_id, deduplication_id, deliveries) VALUES "
-)
-_COUNTED_BODY_ROW = "(?, ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''), ?, ?, NULLIF(?, ''), ?)"
 
 
 def insert_fanned_out(conn: sqlite3.Connection, queue_id: int, rows: list[tuple[int, str, NewMessage]],
@@ -37,14 +31,8 @@ def insert_fanned_out(conn: sqlite3.Connection, queue_id: int, rows: list[tuple[
     for row_id, owner, body_id in [(row_id, queue_id, row_id) for row_id, _, _ in rows] + deliveries:
         m = sent[body_id]
         values += (row_id, owner, now_ms + m.delay_seconds * 1000, now_ms, m.group_id or "", body_id)
-    conn.execute(_INSERT_SHARED + _rows_of(_SHARED_ROW, len(rows) + len(deliveries)), values)
-    copies = 1 + len(deliveries) // len(rows)
-    conn.execute(_INSERT_COUNTED_BODIES + _rows_of(_COUNTED_BODY_ROW, len(rows)), [
-        value for row_id, message_id, m in rows
-        for value in (row_id, message_id, m.body, m.md5_of_body,
-                      json.dumps(m.attributes, separators=(",", ":")) if m.attributes else "",
-                      m.trace_header or "", now_ms, sender_id, m.deduplication_id or "", copies)
-    ])
+    conn.execute(_INSERT_SHARED + rows_of(_SHARED_ROW, len(rows) + len(deliveries)), values)
+    insert_bodies(conn, rows, now_ms, sender_id)
 
 
 def row_id_span(conn: sqlite3.Connection, queue_id: int) -> tuple[int, int] | None:
@@ -59,8 +47,6 @@ def copy_held_messages(conn: sqlite3.Connection, queue_id: int, subscription_id:
     """StartFrom=all: a delivery of every message the queue holds now, in the queue's order (row id
     plus `id_offset`), visible now unless still delayed, keeping its retention; returns how many."""
     conn.execute("UPDATE messages SET body_id = id WHERE queue_id = ? AND body_id IS NULL", (queue_id,))
-    conn.execute("UPDATE message_bodies SET deliveries = deliveries + 1"
-                 " WHERE id IN (SELECT body_id FROM messages WHERE queue_id = ?)", (queue_id,))
     return conn.execute(
         "INSERT INTO messages (id, queue_id, visible_at_ms, enqueued_at_ms, group_id, body_id)"
         " SELECT id + :offset, :subscription, CASE WHEN receive_count = 0 THEN max(visible_at_ms, :now) ELSE :now END,"
