@@ -7,8 +7,7 @@ ALTER TABLE messages ADD COLUMN body_id INTEGER;
 CREATE INDEX messages_by_body ON messages (body_id) WHERE body_id IS NOT NULL;
 
 -- Only DELETEs in these triggers: an UPDATE in a trigger on messages (a reference count, say) makes
--- every DELETE on messages open a statement journal, even when the trigger does not fire: that
--- cost a receive + delete ~15 us per message, a third of it (measured with the engine, issue 22).
+-- every DELETE on messages pay for it even when the trigger does not fire (scripts/BENCHMARKS.md, issue 22).
 DROP TRIGGER message_bodies_follow_messages;
 CREATE TRIGGER message_bodies_follow_messages AFTER DELETE ON messages WHEN old.body_id IS NULL
 BEGIN
