@@ -16,6 +16,10 @@ from typing import Any
 from queueserver import limits
 
 
+# A subscription is stored as a queue named `<queue>~<subscription>`: no queue name can contain "~".
+SUBSCRIPTION_SEPARATOR = "~"
+
+
 @dataclass(frozen=True)
 class Queue:
     """A queue as stored; `attributes` holds the settable attributes as SQS strings.
@@ -41,6 +45,12 @@ class Queue:
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.region, self.account, self.name)
+
+    @property
+    def subscribed_to(self) -> str | None:
+        """The name of the queue this subscription receives from; None for a queue."""
+        parent, separator, _ = self.name.partition(SUBSCRIPTION_SEPARATOR)
+        return parent if separator else None
 
     def _int(self, name: str, default: int) -> int:
         value = self.attributes.get(name)

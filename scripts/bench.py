@@ -27,6 +27,8 @@ size in `--backlog-sizes`:
               polling, rep by rep in alternating order (issue 16: reads must not stall writes).
               Reports the throughput ratio (target >= 0.95) and the p99 of both reads on A
               (targets 20 ms and 30 ms)
+  fanout      SendMessageBatch of 10 on fresh queues with 0, 1 and 4 subscriptions (issue 22), rep by
+              rep in rotating order; reports each one's msgs/s and its ratio to 0 subscriptions
   idle polls  1,000 connections long-polling (WaitTimeSeconds=20) an empty queue: server CPU
               over 3 s of idleness, then 5 sends, time until a poller has the message
               (median), and the server's RSS with the backlog in place
@@ -690,6 +692,37 @@ class Bench:
         await self.drain_to(backlog)
         self.results[name] = summarize(reps)
 
+    async def scenario_fanout(self, name: str) -> None:
+        """send10 on a queue with 0, 1 and 4 subscriptions: what a subscription costs a send (issue 22)."""
+        perf = time.perf_counter
+        counts = (0, 1, 4)
+        reps: dict[int, list[Rep]] = {n: [] for n in counts}
+        for rep in range(-1, self.args.reps):  # rep -1: warm-up
+            for subscriptions in counts[rep % 3:] + counts[:rep % 3]:  # rotating, so that drift spreads evenly
+                url = (await self.ctl_call("CreateQueue", {"QueueName": f"fanout{subscriptions}-{rep + 1}"}))["QueueUrl"]
+                for i in range(subscriptions):
+                    await self.ctl_call("QueueserverCreateSubscription", {"QueueUrl": url, "SubscriptionName": f"s{i}"})
+                req = self.api.req("SendMessageBatch", {"QueueUrl": url, "Entries": [
+                    {"Id": str(i), "MessageBody": self.body} for i in range(10)]})
+
+                async def worker(conn: Conn, deadline: float, t: Tally, req: bytes = req) -> None:
+                    while perf() < deadline:
+                        t0 = perf()
+                        status, body = await conn.request(req)
+                        t.lat.append(perf() - t0)
+                        t.requests += 1
+                        if status != 200 or b'"Failed":[]' not in body:
+                            t.error(f"{status}: {body[:200]!r}")
+                            continue
+                        t.msgs += 10
+
+                t, m, wall = await self.run_workers(worker, self.args.warmup if rep < 0 else self.args.seconds)
+                if rep >= 0:
+                    reps[subscriptions].append(make_rep(t, m, wall, 0, t.msgs))
+                    self._print_rep(f"{name}{subscriptions}", rep, reps[subscriptions][-1])
+                await self.ctl_call("DeleteQueue", {"QueueUrl": url})
+        self.results[name] = {str(n): summarize(r) for n, r in reps.items()}
+
     async def scenario_receive(self, name: str, n: int) -> None:
         backlog = self.backlog
         estimate = SIZING_RATE[name] * 1.5  # msgs/s; after the warm-up, the last run's rate
@@ -1058,6 +1091,8 @@ class Bench:
             await self.scenario_light("light")
         if "reads" in wanted:
             await self.scenario_reads("reads")
+        if "fanout" in wanted:
+            await self.scenario_fanout("fanout")
         await self.drain_to(backlog)
         if "idle" in wanted:
             await self.scenario_idle_polls()
@@ -1226,6 +1261,13 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
                 target = 20 if action.startswith("GetQueueAttributes") else 30
                 add(f"  {action} on A: p50 {v['p50_ms']:.2f} ms, p99 {v['p99_ms']:.2f} ms (target <= {target} ms), "
                     f"max {v['max_ms']:.2f} ms, {v['n']} requests")
+        fanout = per.get("fanout")
+        if fanout:
+            base = fanout["0"]["msgs_per_s"]
+            add("")
+            add(f"send10 by subscriptions at backlog {backlog:,} (fresh queues, medians): " + "; ".join(
+                f"{n}: {r['msgs_per_s']:,.0f} msgs/s = {r['msgs_per_s'] / base:.2f}x, msgs per server-CPU-second "
+                f"{r['msgs_per_cpu_s']:,.0f} (per rep {r['msgs_per_s_all']})" for n, r in fanout.items()))
         errors = {name: r["errors"] for name, r in per.items() if isinstance(r, dict) and r.get("errors")}
         if errors:
             add(f"  ERRORS at backlog {backlog:,}: {errors}")
@@ -1242,7 +1284,7 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
 
 # -- main ---------------------------------------------------------------------------------
 
-SCENARIOS = ["send1", "send10", "recv10+del", "recv1+del1", "roundtrip10", "light", "reads", "idle"]
+SCENARIOS = ["send1", "send10", "recv10+del", "recv1+del1", "roundtrip10", "light", "reads", "fanout", "idle"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -1351,7 +1393,7 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 Path(f"{db}{suffix}").unlink(missing_ok=True)
         print(f"  backlog {backlog:,} took {time.perf_counter() - started:.0f} s", flush=True)
     results["reference"] = {"by_backlog": {}}
-    reference_args = argparse.Namespace(**{**vars(args), "scenarios": args.scenarios - {"idle"}})
+    reference_args = argparse.Namespace(**{**vars(args), "scenarios": args.scenarios - {"idle", "fanout"}})
     for backlog in [] if args.no_reference else args.backlogs:
         print(f"backlog {backlog:,}: starting the reference server (scripts/bench_reference.py) on a fresh database",
               flush=True)

@@ -50,6 +50,9 @@ ACTIONS: dict[str, Handler] = {
     "ListMessageMoveTasks": r.list_message_move_tasks,
     "CancelMessageMoveTask": r.cancel_message_move_task,
     extension_actions.BROWSE_ACTION: extension_actions.browse_messages,
+    extension_actions.CREATE_SUBSCRIPTION_ACTION: extension_actions.create_subscription,
+    extension_actions.DELETE_SUBSCRIPTION_ACTION: extension_actions.delete_subscription,
+    extension_actions.LIST_SUBSCRIPTIONS_ACTION: extension_actions.list_subscriptions,
 }
 
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/,\s]+)/")
@@ -60,7 +63,8 @@ _QUEUE_SCOPED = frozenset({
     "GetQueueAttributes", "SetQueueAttributes", "DeleteQueue", "PurgeQueue", "TagQueue", "UntagQueue",
     "ListQueueTags", "AddPermission", "RemovePermission", "SendMessage", "SendMessageBatch", "ReceiveMessage",
     "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch",
-    "ListDeadLetterSourceQueues", extension_actions.BROWSE_ACTION,
+    "ListDeadLetterSourceQueues", extension_actions.BROWSE_ACTION, extension_actions.CREATE_SUBSCRIPTION_ACTION,
+    extension_actions.LIST_SUBSCRIPTIONS_ACTION,
 })
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from queueserver import errors
-from queueserver.models import BrowsedMessage
+from queueserver.models import SUBSCRIPTION_SEPARATOR, BrowsedMessage, Queue
 from queueserver.protocol import messages, params
 from queueserver.protocol.params import RequestContext
-from queueserver.protocol.queue_actions import resolve_queue
+from queueserver.protocol.queue_actions import resolve_queue, valid_queue_name
 from queueserver.storage import QueueEngine
 
 BROWSE_ACTION = "QueueserverBrowseMessages"
@@ -62,3 +62,49 @@ def _message(m: BrowsedMessage, attribute_names: list[str]) -> dict[str, Any]:
         result["MD5OfMessageAttributes"] = messages.md5_of_attributes(selected)
         result["MessageAttributes"] = selected
     return result
+
+
+# -- subscriptions (issue 22) --------------------------------------------------------
+
+CREATE_SUBSCRIPTION_ACTION = "QueueserverCreateSubscription"
+DELETE_SUBSCRIPTION_ACTION = "QueueserverDeleteSubscription"
+LIST_SUBSCRIPTIONS_ACTION = "QueueserverListSubscriptions"
+_START_FROM = ("new", "all")
+
+
+async def create_subscription(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+    """A named receiver of every message sent to the queue from now on (StartFrom=all: also those it holds)."""
+    queue = _subscribable_queue(engine, ctx, p)
+    name = params.string(p, "SubscriptionName", required_=True)
+    assert name is not None
+    if not valid_queue_name(name, queue.fifo):
+        raise errors.InvalidParameterValue(
+            "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
+            + (", and must end with .fifo on a FIFO queue." if queue.fifo else "."))
+    start_from = params.string(p, "StartFrom") or "new"
+    if start_from not in _START_FROM:
+        raise errors.invalid_value("StartFrom", start_from, "Must be new or all, if provided.")
+    subscription = await engine.create_subscription(queue, name, start_from == "all")
+    return {"SubscriptionUrl": ctx.queue_url(subscription.name)}
+
+
+async def delete_subscription(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+    subscription = resolve_queue(engine, ctx, {"QueueUrl": params.string(p, "SubscriptionUrl", required_=True)})
+    if subscription.subscribed_to is None:
+        raise errors.invalid_value("SubscriptionUrl", p["SubscriptionUrl"], "This is a queue, not a subscription.")
+    await engine.delete_queue(subscription)
+    return {}
+
+
+async def list_subscriptions(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+    queue = _subscribable_queue(engine, ctx, p)
+    prefix = len(queue.name) + len(SUBSCRIPTION_SEPARATOR)
+    return {"Subscriptions": [{"SubscriptionName": s.name[prefix:], "SubscriptionUrl": ctx.queue_url(s.name)}
+                              for s in engine.list_subscriptions(queue)]}
+
+
+def _subscribable_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> Queue:
+    queue = resolve_queue(engine, ctx, p)
+    if queue.subscribed_to is not None:
+        raise errors.invalid_value("QueueUrl", p["QueueUrl"], "A subscription has no subscriptions of its own.")
+    return queue

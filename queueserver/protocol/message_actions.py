@@ -105,8 +105,16 @@ def _sent(sent: Any) -> dict[str, Any]:
     return result
 
 
-async def send_message(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+def _sending_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> Queue:
     queue = resolve_queue(engine, ctx, p)
+    if queue.subscribed_to is not None:
+        raise errors.UnsupportedOperation(
+            f"A subscription receives what is sent to its queue {queue.subscribed_to}; send there, not to it.")
+    return queue
+
+
+async def send_message(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+    queue = _sending_queue(engine, ctx, p)
     params.required(p, "MessageBody")
     message, _ = _new_message(queue, p)
     if message.trace_header is None:  # an explicit AWSTraceHeader wins over the X-Ray header
@@ -116,7 +124,7 @@ async def send_message(engine: QueueEngine, ctx: RequestContext, p: dict[str, An
 
 
 async def send_message_batch(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = resolve_queue(engine, ctx, p)
+    queue = _sending_queue(engine, ctx, p)
     entries = _batch_entries(p, "SendMessageBatchRequestEntry")
     total = sum(_rough_size(e) for e in entries)
     if total > limits.MAX_MESSAGE_SIZE:

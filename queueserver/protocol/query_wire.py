@@ -168,6 +168,7 @@ _LIST_ITEMS = {
     "Messages": "Message",
     "Failed": "BatchResultErrorEntry",
     "Results": "ListMessageMoveTasksResultEntry",
+    "Subscriptions": "Subscription",
     "StringListValues": "StringListValue",
     "BinaryListValues": "BinaryListValue",
 }

@@ -24,6 +24,10 @@ _PERMISSION_ACTIONS = {
 }
 
 
+def valid_queue_name(name: str, fifo: bool) -> bool:
+    return (_FIFO_NAME if fifo else _STANDARD_NAME).fullmatch(name) is not None
+
+
 def resolve_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> Queue:
     """The queue the QueueUrl names; the request then acts in that queue's region (URLs, ARNs, policies)."""
     url = params.string(p, "QueueUrl", required_=True)

@@ -34,9 +34,10 @@ class Claim:
     dead_letter: DeadLetterTarget | None
 
 
-ClaimedRow = tuple[int, int, int, int, str | None]  # id, receive_count, first_received, token, group
+ClaimedRow = tuple[int, int, int, int, str | None, int]  # id, receive_count, first_received, token, group, body id
 
-_RETURNING = "RETURNING id, receive_count, first_received_at_ms, receipt_token, group_id"
+# The body id: the row's own, or the shared one of a subscription's delivery (issue 22).
+_RETURNING = "RETURNING id, receive_count, first_received_at_ms, receipt_token, group_id, coalesce(body_id, id)"
 _SET_CLAIMED = """
 SET visible_at_ms = :visible_at,
     receive_count = receive_count + 1,
@@ -117,5 +118,24 @@ def mark_dead_lettered(conn: sqlite3.Connection, row_ids: list[int], target: Dea
         return
     if target.reset_retention:
         conn.executemany("UPDATE messages SET enqueued_at_ms = ? WHERE id = ?", [(now, i) for i in row_ids])
-    conn.executemany("UPDATE message_bodies SET dead_letter_source_arn = ? WHERE id = ?",
+    _own_bodies_for_shared(conn, row_ids)
+    conn.executemany("UPDATE message_bodies SET dead_letter_source_arn = ?"
+                     " WHERE id = (SELECT coalesce(body_id, id) FROM messages WHERE id = ?)",
                      [(target.source_arn, i) for i in row_ids])
+
+
+def _own_bodies_for_shared(conn: sqlite3.Connection, row_ids: list[int]) -> None:
+    """A dead-lettered delivery of a shared body (a subscription's, issue 22) gets a copy of its own,
+    id -row id, so that its DeadLetterQueueSourceArn is not the other receivers' too."""
+    for row_id in row_ids:
+        shared = conn.execute("SELECT body_id FROM messages WHERE id = ? AND body_id > 0", (row_id,)).fetchone()
+        if shared is None:  # an unshared row (no subscriptions): nothing to do
+            continue
+        conn.execute(
+            "INSERT INTO message_bodies (id, message_id, body, md5_of_body, attributes, trace_header, sent_at_ms,"
+            " sender_id, deduplication_id, dead_letter_source_arn)"
+            " SELECT ?, message_id, body, md5_of_body, attributes, trace_header, sent_at_ms, sender_id,"
+            " deduplication_id, dead_letter_source_arn FROM message_bodies WHERE id = ?", (-row_id, shared[0]))
+        conn.execute("UPDATE messages SET body_id = ? WHERE id = ?", (-row_id, row_id))
+        conn.execute("DELETE FROM message_bodies WHERE id = ?1 AND NOT EXISTS"
+                     " (SELECT 1 FROM messages INDEXED BY messages_by_body WHERE body_id = ?1)", shared)

@@ -29,6 +29,7 @@ from queueserver.storage.traffic import Traffic
 from queueserver.storage.migrations import migrate
 from queueserver.storage.receipts import ReceiptSigner
 from queueserver.storage.redrive import Redriver
+from queueserver.storage.subscribing import Subscriptions
 from queueserver.storage.waiters import Waiters
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ DEDUPLICATION_WINDOW_MS = 300_000  # FIFO deduplication ids and receive attempt 
 IN_FLIGHT_LIMIT = 120_000
 
 
-class QueueEngine:
+class QueueEngine(Subscriptions):
     def __init__(self, db: Database, reads: ReadSide, clock: Clock, signer: ReceiptSigner, queues: list[Queue],
                  next_row_id: int, enforce_cooldowns: bool, in_flight_limit: int,
                  fifo_in_flight_limit: int, counts_max_age: float) -> None:
@@ -53,6 +54,7 @@ class QueueEngine:
         # dispatcher's `durable`, before it is on disk).
         self._queues: dict[tuple[str, str, str], Queue] = {q.key: q for q in queues}
         self._committed_queues = dict(self._queues)
+        self._index_subscriptions()
         self._next_row_id = next_row_id
         self._enforce_cooldowns = enforce_cooldowns
         self._in_flight_limit = in_flight_limit
@@ -140,8 +142,8 @@ class QueueEngine:
         return None if key is None else self._committed_queues.get(key)
 
     def list_queues(self, region: str, account: str, prefix: str = "") -> list[Queue]:
-        found = [q for q in self._committed_queues.values()
-                 if q.region == region and q.account == account and q.name.startswith(prefix)]
+        found = [q for q in self._committed_queues.values() if q.region == region and q.account == account
+                 and q.name.startswith(prefix) and q.subscribed_to is None]
         return sorted(found, key=lambda q: q.name)
 
     def all_queues(self) -> list[Queue]:
@@ -192,18 +194,20 @@ class QueueEngine:
         return await self._db.run(create)
 
     async def delete_queue(self, queue: Queue) -> None:
-        def delete(tx: Transaction) -> None:
-            self._require(queue)
-            message_store.delete_all(tx.conn, queue.id)
-            message_store.forget_queue(tx.conn, queue.id)
-            queue_store.delete(tx.conn, queue.id)
-            self._set_queue(tx, queue.key, None)
+        def delete(tx: Transaction) -> list[Queue]:
+            gone = [self._require(queue)] + self._subscribers(queue)  # a queue takes its subscriptions along
+            for each in gone:
+                message_store.delete_all(tx.conn, each.id)
+                message_store.forget_queue(tx.conn, each.id)
+                queue_store.delete(tx.conn, each.id)
+                self._set_queue(tx, each.key, None)
+            return gone
 
-        await self._db.run(delete)
-        self._counts.forget(queue.id)
-        self.traffic.forget(queue.id)
-        self._deleted_at[queue.key] = self._clock.now_ms()
-        self._notify(queue.id)
+        for each in await self._db.run(delete):
+            self._counts.forget(each.id)
+            self.traffic.forget(each.id)
+            self._deleted_at[each.key] = self._clock.now_ms()
+            self._notify(each.id)
 
     async def update_queue(self, queue: Queue,
                            change: Callable[[dict[str, str], dict[str, str]], tuple[dict[str, str], dict[str, str]]]) -> Queue:
@@ -236,11 +240,11 @@ class QueueEngine:
             )
 
         def purge(tx: Transaction) -> None:
-            self._require(queue)
-            message_store.delete_all(tx.conn, queue.id)
-            message_store.forget_deduplication(tx.conn, queue.id)
-            self._in_flight_estimate.pop(queue.id, None)
-            self._counts_change(tx, queue.id)
+            for each in [self._require(queue)] + self._subscribers(queue):  # a queue's purge empties its subscriptions
+                message_store.delete_all(tx.conn, each.id)
+                message_store.forget_deduplication(tx.conn, each.id)
+                self._in_flight_estimate.pop(each.id, None)
+                self._counts_change(tx, each.id)
 
         await self._db.run(purge)
         self._purged_at[queue.id] = now
@@ -251,7 +255,7 @@ class QueueEngine:
         """Store the messages; on a FIFO queue a duplicate within 5 minutes is answered, not stored."""
         now = self._clock.now_ms()
 
-        def send(tx: Transaction) -> list[SentMessage]:
+        def send(tx: Transaction) -> tuple[list[SentMessage], list[Queue]]:
             current = self._require(queue)
             stored: list[tuple[int, str, NewMessage]] = []
             sent = []
@@ -273,13 +277,22 @@ class QueueEngine:
                 stored.append((row_id, message_id, m))
                 sent.append(SentMessage(message_id, m.md5_of_body, m.md5_of_attributes,
                                         m.md5_of_system_attributes, sequence))
-            message_store.insert_messages(tx.conn, queue.id, stored, now, sender_id)
+            subscribers = self._subscribers(current)
+            if subscribers:
+                self._fan_out(tx, current, subscribers, stored, now, sender_id)
+            else:
+                message_store.insert_messages(tx.conn, queue.id, stored, now, sender_id)
             self._counts_change(tx, queue.id)
+            for subscriber in subscribers:
+                self._counts_change(tx, subscriber.id)
             if self._waiters.waiting(queue.id):  # a poll that registers later claims after this commit
                 tx.on_commit(lambda: self._notify(queue.id, len(stored)))
-            return sent
+            for subscriber in subscribers:
+                if self._waiters.waiting(subscriber.id):
+                    tx.on_commit(lambda receiver=subscriber.id: self._notify(receiver, len(stored)))
+            return sent, subscribers
 
-        sent = await self._db.run(send)
+        sent, _ = await self._db.run(send)
         self.traffic.sent(queue.id, len(messages), now)
         return sent
 
@@ -409,12 +422,12 @@ class QueueEngine:
         return self._received(tx, queue, rows), None, moved_to
 
     def _received(self, tx: Transaction, queue: Queue, rows: list[tuple]) -> list[ReceivedMessage]:
-        payloads = message_store.bodies(tx.conn, [row[0] for row in rows])
+        payloads = message_store.bodies(tx.conn, [row[5] for row in rows])
         encode, fifo = self._signer.encode, queue.fifo
         received = []
-        for row_id, receive_count, first_received, token, group_id in rows:
+        for row_id, receive_count, first_received, token, group_id, body_id in rows:
             _, message_id, body, md5, attributes, trace_header, sent_at, sender, deduplication_id, source_arn = \
-                payloads[row_id]
+                payloads[body_id]
             # Positional, in the order of ReceivedMessage's fields: keywords cost 0.4 us more a message.
             received.append(ReceivedMessage(
                 message_id, encode(queue.id, row_id, token), body, md5,

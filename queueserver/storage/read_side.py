@@ -70,7 +70,7 @@ _BROWSE = (
     "SELECT m.id, m.visible_at_ms, m.receive_count, m.first_received_at_ms, m.group_id,"
     " b.message_id, b.body, b.md5_of_body, b.attributes, b.trace_header, b.sent_at_ms, b.sender_id,"
     " b.deduplication_id, b.dead_letter_source_arn"
-    " FROM messages m INDEXED BY messages_by_queue JOIN message_bodies b ON b.id = m.id"
+    " FROM messages m INDEXED BY messages_by_queue JOIN message_bodies b ON b.id = coalesce(m.body_id, m.id)"
     " WHERE m.queue_id = ? AND m.id > ? AND m.enqueued_at_ms > ? ORDER BY m.id LIMIT ?"
 )
 

@@ -142,7 +142,7 @@ class Redriver:
         source = self._find_queue(source_arn)
         cutoff = now - source.retention_seconds * 1000 if source else now  # expired ones stay to be swept
         rows = conn.execute(
-            "SELECT m.id, b.dead_letter_source_arn FROM messages m JOIN message_bodies b ON b.id = m.id"
+            "SELECT m.id, b.dead_letter_source_arn FROM messages m JOIN message_bodies b ON b.id = coalesce(m.body_id, m.id)"
             " WHERE m.queue_id = ? AND m.id <= ? AND m.visible_at_ms <= ? AND m.enqueued_at_ms > ?"
             " ORDER BY m.id LIMIT ?",
             (source_id, last_row_id, now, cutoff, step_size)).fetchall()
@@ -165,7 +165,8 @@ class Redriver:
         conn.executemany(
             "UPDATE messages SET queue_id = ?, visible_at_ms = ?, enqueued_at_ms = ?, receipt_token = random(),"
             " receive_count = 0, first_received_at_ms = 0, received_at_ms = 0 WHERE id = ?", moves)
-        conn.executemany("UPDATE message_bodies SET dead_letter_source_arn = NULL WHERE id = ?",
+        conn.executemany("UPDATE message_bodies SET dead_letter_source_arn = NULL"
+                         " WHERE id = (SELECT coalesce(body_id, id) FROM messages WHERE id = ?)",
                          [(m[3],) for m in moves])
         conn.execute("UPDATE move_tasks SET moved = moved + ? WHERE id = ?", (len(moves), task_id))
         status = conn.execute("SELECT status FROM move_tasks WHERE id = ?", (task_id,)).fetchone()[0]

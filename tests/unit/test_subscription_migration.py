@@ -1,0 +1,67 @@
+"""Migration 0003 (subscriptions, issue 22) on a real SQLite file: forward from a version-2 database
+with messages in it, and the shared-body bookkeeping its triggers do."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from queueserver.models import NewMessage
+from queueserver.storage import message_store, subscriptions
+from queueserver.storage.migrations import available_migrations, migrate, schema_version, split_statements
+
+
+def _at_version_2(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    for version, _, script in available_migrations()[:2]:
+        for statement in split_statements(script):
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {version}")
+    return conn
+
+
+def _count(conn: sqlite3.Connection, table: str) -> int:
+    return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+def test_a_version_2_database_keeps_its_messages_and_their_bodies_still_go_with_them(tmp_path: Path) -> None:
+    conn = _at_version_2(tmp_path / "q.db")
+    old = NewMessage(body="old", md5_of_body="m", delay_seconds=0)
+    message_store.insert_messages(conn, 1, [(1, "id-1", old), (2, "id-2", old)], 1_000, "s")
+    assert migrate(conn) == schema_version(conn) == 3
+    assert conn.execute("SELECT body_id FROM messages ORDER BY id").fetchall() == [(None,), (None,)]
+    conn.execute("DELETE FROM messages WHERE id = 1")
+    assert conn.execute("SELECT id FROM message_bodies").fetchall() == [(2,)]
+    conn.close()
+
+
+def test_a_fanned_out_body_is_stored_once_and_goes_with_its_last_delivery(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "q.db", isolation_level=None)
+    migrate(conn)
+    message = NewMessage(body="shared", md5_of_body="m", delay_seconds=0)
+    # queue 1 with subscriptions 2 and 3: the queue's row 10, deliveries 11 and 12
+    subscriptions.insert_fanned_out(conn, 1, [(10, "id-10", message)], [(11, 2, 10), (12, 3, 10)], 1_000, "s")
+    assert _count(conn, "messages") == 3
+    assert conn.execute("SELECT id FROM message_bodies").fetchall() == [(10,)]
+    assert conn.execute("SELECT body_id FROM messages").fetchall() == [(10,)] * 3
+    for row_id, bodies_left in ((10, 1), (12, 1), (11, 0)):
+        conn.execute("DELETE FROM messages WHERE id = ?", (row_id,))
+        assert _count(conn, "message_bodies") == bodies_left
+    conn.close()
+
+
+def test_starting_from_all_adds_a_delivery_of_every_held_message_in_the_queues_order(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "q.db", isolation_level=None)
+    migrate(conn)
+    message = NewMessage(body="held", md5_of_body="m", delay_seconds=0)
+    message_store.insert_messages(conn, 1, [(5, "id-5", message), (7, "id-7", message)], 1_000, "s")
+    assert subscriptions.row_id_span(conn, 1) == (5, 7)
+    assert subscriptions.copy_held_messages(conn, 1, 2, 100 - 5, 2_000) == 2
+    assert conn.execute("SELECT id, queue_id, body_id FROM messages ORDER BY id").fetchall() == [
+        (5, 1, 5), (7, 1, 7), (100, 2, 5), (102, 2, 7)]
+    assert conn.execute("SELECT id FROM message_bodies ORDER BY id").fetchall() == [(5,), (7,)]
+    conn.execute("DELETE FROM messages WHERE queue_id = 1")
+    assert _count(conn, "message_bodies") == 2  # the subscription still holds them
+    conn.execute("DELETE FROM messages")
+    assert _count(conn, "message_bodies") == 0
+    conn.close()
