@@ -52,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
                           help="a Host name requests may carry (against DNS rebinding); repeat or separate with "
                                "commas. Without it any Host is served")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    logs = serve.add_argument_group("logs (README, Operations)")
+    logs.add_argument("--log-format", default=defaults.log_format, choices=["text", "json"],
+                      help="json: one JSON object a line, for log shippers")
+    logs.add_argument("--access-log", action="store_true", default=defaults.access_log,
+                      help="a line per request: action, queue, HTTP status, duration")
     backup = commands.add_parser("backup", help="copy the database safely, also while the server runs")
     backup.add_argument("destination", help="the file to write")
     backup.add_argument("--db", default=defaults.db_path, help="the database to copy")
@@ -89,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                              body_timeout=args.body_timeout, keep_alive_timeout=args.keep_alive_timeout,
                              max_connections=args.max_connections,
                              allowed_origins=_split(args.allow_origin), allowed_hosts=_split(args.allow_host),
-                             counts_max_age=args.counts_max_age))
+                             counts_max_age=args.counts_max_age,
+                             log_format=args.log_format, access_log=args.access_log))
         except StartupError as exc:
             print(f"queueserver: {exc}", file=sys.stderr)
             return 2

@@ -33,3 +33,6 @@ class ServerConfig:
     # Host names served (empty: any).
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
+    # Logs (README, "Operations"): "text" or "json" lines, and an access log line per request.
+    log_format: str = "text"
+    access_log: bool = False

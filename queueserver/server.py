@@ -16,6 +16,7 @@ from queueserver.app import create_app
 from queueserver.clock import Clock, ManualClock, SystemClock
 from queueserver.config import ServerConfig
 from queueserver.http_guard import GuardedHttpProtocol, RefusalLog
+from queueserver.logs import use_format
 from queueserver.storage import QueueEngine
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ async def serve(config: ServerConfig) -> None:
 
 
 def run(config: ServerConfig) -> None:
+    use_format(config.log_format)
     try:
         import uvloop
     except ImportError:  # uvloop is not on every platform; asyncio works, slower

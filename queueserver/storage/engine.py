@@ -26,9 +26,11 @@ from queueserver.storage.database import Database, Transaction
 from queueserver.storage.read_side import ReadSide
 from queueserver.storage.sqlite_file import open_file
 from queueserver.storage.migrations import migrate
+from queueserver.storage.observe import Observer
 from queueserver.storage.receipts import ReceiptSigner
 from queueserver.storage.redrive import Redriver
 from queueserver.storage.waiters import Waiters
+from queueserver.tallies import QueueTally
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,9 @@ class QueueEngine:
         self._sweeper = asyncio.create_task(self._sweep_forever())
         self.health.watch_task(self._sweeper, "the retention sweeper")
         self.move_tasks = Redriver(db, clock, self._queue_by_arn_in_transaction, self._notify, self._counts.changed)
+        self.queue_tallies: dict[int, QueueTally] = {}  # by queue id: the CloudWatch counters
+        self.observe = Observer(db, reads, self._waiters, lambda: list(self._committed_queues.values()),
+                                self.queue_counts)
 
     @classmethod
     async def open(cls, path: str, clock: Clock, *, enforce_cooldowns: bool = False,
@@ -195,6 +200,7 @@ class QueueEngine:
 
         await self._db.run(delete)
         self._counts.forget(queue.id)
+        self.queue_tallies.pop(queue.id, None)
         self._deleted_at[queue.key] = self._clock.now_ms()
         self._notify(queue.id)
 
@@ -269,10 +275,14 @@ class QueueEngine:
             message_store.insert_messages(tx.conn, queue.id, stored, now, sender_id)
             if self._waiters.waiting(queue.id):  # a poll that registers later claims after this commit
                 tx.on_commit(lambda: self._notify(queue.id, len(stored)))
-            return sent
+            return sent, stored
 
-        sent = await self._db.run(send)
+        sent, stored = await self._db.run(send)
         self._counts.changed(queue.id)
+        tally = self._tally(queue.id)
+        tally.sent += len(stored)
+        for _, _, message in stored:
+            tally.sizes.observe(message.size)
         return sent
 
     async def receive_messages(self, queue: Queue, max_messages: int, visibility_timeout: int,
@@ -295,10 +305,11 @@ class QueueEngine:
                 if moved_to is not None:
                     self._counts.changed(moved_to[0])
                     self._notify(moved_to[0], moved_to[1])
+                    self._tally(queue.id).dead_lettered += moved_to[1]
                 if messages or waiter is None:
-                    return messages
+                    return self._count_received(queue, messages)
                 if self._clock.now_ms() >= deadline_ms or loop.time() >= real_deadline:
-                    return []
+                    return self._count_received(queue, messages)
                 wake_ms = deadline_ms if next_visible is None else min(deadline_ms, next_visible)
                 await self._waiters.wait(waiter, wake_ms, real_deadline)
             finally:
@@ -332,6 +343,7 @@ class QueueEngine:
 
         outcomes = await self._db.run(delete)
         self._counts.changed(queue.id)
+        self._tally(queue.id).deleted += sum(1 for outcome in outcomes if outcome.error is None)
         if queue.id in self._at_in_flight_limit or queue.fifo:
             self._notify(queue.id, len(handles))  # a deleted message may free its group or the in-flight limit
         return outcomes
@@ -363,6 +375,20 @@ class QueueEngine:
                 deduplication_id=deduplication_id, dead_letter_source_arn=source_arn,
                 sequence_number=sequence_number(row_id) if queue.fifo else None))
         return browsed
+
+    def _tally(self, queue_id: int) -> QueueTally:
+        tally = self.queue_tallies.get(queue_id)
+        if tally is None:
+            tally = self.queue_tallies[queue_id] = QueueTally()
+        return tally
+
+    def _count_received(self, queue: Queue, messages: list[ReceivedMessage]) -> list[ReceivedMessage]:
+        tally = self._tally(queue.id)
+        if messages:
+            tally.received += len(messages)
+        else:
+            tally.empty_receives += 1
+        return messages
 
     # -- on the database thread ----------------------------------------------
 
