@@ -285,11 +285,11 @@ class Database:
 
     def unready(self) -> str | None:
         """Why writes would fail now (a failed fsync, a file being written back, an outage not
-        yet over), or None. An outage is over once a write succeeds."""
+        yet over), or None."""
         failure = self._unsynced or self._restoring
         if failure is not None:
             return failure.message
-        if self._failing is not None and self._recovering_since is None:
+        if self._failing is not None:  # over once writes have succeeded for RECOVERY_SECONDS
             return f"storage unavailable: {self._failing}"
         return None
 

@@ -2,7 +2,7 @@
 
 Everything here is read at scrape time and off the writer: counts come from the read side's
 count cache, file sizes from `stat`, move-task progress from a read connection. The one
-exception is the readiness probe, which must know whether the writer can write.
+exception is the readiness probe, which must know whether the writer can write: it writes.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class Observer:
         self._waiters = waiters
         self.queues = queues  # every queue, committed, in all regions and accounts
         self.counts = counts  # a queue's approximate counts (the count cache)
+        self._probes = 0
 
     @property
     def storage(self) -> StorageTally:
@@ -45,14 +46,22 @@ class Observer:
     async def unready(self) -> list[str]:
         """Why the server cannot take writes now; empty when it can.
 
-        A probe runs through the writer (a transaction that writes nothing, so no fsync): a
-        database locked by another process fails it after the busy timeout. A full or read-only
-        disk is known from the last write that failed, until a write succeeds again.
+        The probe is a write (one small row, committed and synced like any send): a lock held by
+        another process, a read-only or full disk, or a failed fsync fail it as they fail a send,
+        and its success ends an outage, so that an idle server that nobody sends to while it is
+        out of rotation still comes back.
         """
         if self._db.health.stopping:
             return ["the server is shutting down"]
+        self._probes += 1
+        value = self._probes.to_bytes(8, "big")
+
+        def probe(tx: Transaction) -> None:
+            tx.conn.execute(_PROBE, (value,))
+
         try:
-            await self._db.run(_nothing)
+            await self._db.run(probe)
+            await self._db.durable()
         except errors.SQSError as error:
             return [error.message] + [p for p in self.known_problems() if p != error.message]
         return self.known_problems()
@@ -69,8 +78,8 @@ class Observer:
         return problems
 
 
-def _nothing(tx: Transaction) -> None:
-    """The readiness probe's operation: its group still takes the write lock."""
+_PROBE = ("INSERT INTO settings (key, value) VALUES ('readiness_probe', ?)"
+          " ON CONFLICT (key) DO UPDATE SET value = excluded.value")
 
 
 def _size(path: str) -> int:
