@@ -250,7 +250,7 @@ class QueueEngine:
         """Store the messages; on a FIFO queue a duplicate within 5 minutes is answered, not stored."""
         now = self._clock.now_ms()
 
-        def send(tx: Transaction) -> list[SentMessage]:
+        def send(tx: Transaction) -> tuple[list[SentMessage], list[tuple[int, str, NewMessage]]]:
             current = self._require(queue)
             stored: list[tuple[int, str, NewMessage]] = []
             sent = []

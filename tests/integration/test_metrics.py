@@ -204,3 +204,13 @@ def test_health_answers_and_metrics_refuse_a_web_page_from_another_origin(server
     for path in ("/metrics", "/health", "/ready"):
         response = raw_request(server.endpoint, b"{}", target="AmazonSQS.NoSuchAction", path=path)
         assert response.status == 400 and "UnknownOperation" in response.json()["__type"], response.body
+
+
+def test_a_fifo_duplicate_is_answered_but_not_counted_as_sent(server, sqs, queue_name):
+    url = sqs.create_queue(QueueName=f"{queue_name}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    for _ in range(2):
+        sqs.send_message(QueueUrl=url, MessageBody="once", MessageGroupId="g", MessageDeduplicationId="d")
+    result = scrape(server.endpoint)
+    assert result.queue("queueserver_messages_sent_total", f"{queue_name}.fifo") == 1
+    assert result.queue("queueserver_sent_message_size_bytes_count", f"{queue_name}.fifo") == 1
+    assert result.queue("queueserver_approximate_messages_visible", f"{queue_name}.fifo") == 1
