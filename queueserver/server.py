@@ -125,6 +125,8 @@ async def serve(config: ServerConfig) -> None:
             app, host=config.host, port=config.port, access_log=False, log_level="warning",
             http=functools.partial(_HttpProtocol, limits=config, refusals=RefusalLog()), loop="none",
             lifespan="off", timeout_graceful_shutdown=30, timeout_keep_alive=config.keep_alive_timeout,
+            # JSON lines: uvicorn's loggers then use the root's handlers, not a text format of their own.
+            log_config=None if config.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         )
         await _Server(uvicorn_config, engine, config.host).serve()
     finally:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+from urllib.parse import urlsplit
 
 import pytest
 from botocore.exceptions import ClientError
@@ -21,11 +23,16 @@ def workload(server, make_client) -> None:
 def test_json_lines_carry_the_access_log_fields(server_factory, make_client, tmp_path):
     server = server_factory(tmp_path / "json.db", "--log-format", "json", "--access-log")
     workload(server, make_client)
+    address = urlsplit(server.endpoint)
+    with socket.create_connection((address.hostname, address.port), timeout=10) as garbage:
+        garbage.sendall(b"GARBAGE\r\n\r\n")  # uvicorn's own warning must be a JSON line too
+        assert garbage.recv(1000).startswith(b"HTTP/1.1 400")
     server.stop()
     lines = [json.loads(line) for line in server.stderr_text().splitlines() if line.strip()]
     assert lines, "nothing was logged"
     for line in lines:
         assert {"time", "level", "logger", "message"} <= line.keys(), line
+    assert any(line["logger"].startswith("uvicorn") for line in lines), lines
     access = [line for line in lines if line["logger"] == "queueserver.access"]
     assert [(a["action"], a["queue"], a["status"]) for a in access] == [
         ("CreateQueue", "logged", 200), ("SendMessage", "logged", 200), ("GetQueueUrl", "no-such-queue", 400)]
