@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from bisect import bisect_left
 from typing import Any, Awaitable, Callable
 
 from starlette.applications import Starlette
@@ -25,7 +26,7 @@ from queueserver.logs import AccessLog
 from queueserver.metrics import Metrics
 from queueserver.protocol import Dispatcher, HttpRequest, HttpResponse
 from queueserver.storage import QueueEngine
-from queueserver.tallies import RequestTally
+from queueserver.tallies import LATENCY_BOUNDS, RequestTally
 
 CLOCK_PATH = "/_queueserver/clock"
 OPERATIONS_PATHS = frozenset({"/metrics", "/health", "/ready"})  # GET only; no queue URL has one path segment
@@ -74,6 +75,7 @@ def create_app(config: ServerConfig, engine: QueueEngine) -> ASGIApp:
     guard = BrowserGuard(config.allowed_origins, config.allowed_hosts)
     default_host = f"{config.host}:{config.port}"
     requests = RequestTally()
+    latencies = requests.by_action
     metrics = Metrics(engine, requests)
     access_log = AccessLog() if config.access_log else None
 
@@ -109,7 +111,11 @@ def create_app(config: ServerConfig, engine: QueueEngine) -> ASGIApp:
                     response.headers.update(cors)
         await _send(send, response)
         elapsed = time.perf_counter() - started
-        requests.record(http_request.action, response.status, elapsed)
+        latency = latencies.get((http_request.action, response.status))
+        if latency is None:
+            latency = requests.histogram(http_request.action, response.status)
+        latency.counts[bisect_left(LATENCY_BOUNDS, elapsed)] += 1  # inline: a method call costs more than this
+        latency.sum += elapsed
         if access_log is not None:
             access_log.request(http_request.action, http_request.params, response.status, elapsed)
 

@@ -82,8 +82,9 @@ class RequestTally:
     def __init__(self) -> None:
         self.by_action: dict[tuple[str, int], Histogram] = {}
 
-    def record(self, action: str, status: int, seconds: float) -> None:
+    def histogram(self, action: str, status: int) -> Histogram:
+        """The (action, status) histogram, made on first use (the hot path reads `by_action` itself)."""
         histogram = self.by_action.get((action, status))
         if histogram is None:
             histogram = self.by_action[(action, status)] = Histogram(LATENCY_BOUNDS)
-        histogram.observe(seconds)
+        return histogram
