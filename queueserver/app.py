@@ -1,4 +1,4 @@
-"""The HTTP adapter: HTTP in, Dispatcher, HTTP out; plus the test-clock endpoint.
+"""The HTTP adapter: HTTP in, Dispatcher, HTTP out; plus /metrics, /health, /ready and the test clock.
 
 The SQS endpoint is a plain ASGI callable that builds the request from the ASGI scope:
 it is every request's path, and starlette's Request/Response/routing cost ~22 µs a
@@ -9,6 +9,8 @@ Starlette serves the rest (the test clock), where convenience matters more.
 from __future__ import annotations
 
 import json
+import time
+from bisect import bisect_left
 from typing import Any, Awaitable, Callable
 
 from starlette.applications import Starlette
@@ -22,11 +24,16 @@ from queueserver.browser_guard import BrowserGuard
 from queueserver.clock import ManualClock
 from queueserver.config import ServerConfig
 from queueserver.console import CONSOLE_PREFIX, create_console
+from queueserver.logs import AccessLog
+from queueserver.metrics import Metrics
 from queueserver.protocol import Dispatcher, HttpRequest, HttpResponse
 from queueserver.protocol.error_codes import wire_error
 from queueserver.storage import QueueEngine
+from queueserver.tallies import LATENCY_BOUNDS, RequestTally
 
 CLOCK_PATH = "/_queueserver/clock"
+OPERATIONS_PATHS = frozenset({"/metrics", "/health", "/ready"})  # GET only; no queue URL has one path segment
+_SPECIAL_PATHS = OPERATIONS_PATHS | {CLOCK_PATH}
 
 
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
@@ -74,35 +81,66 @@ async def _send(send: Any, response: HttpResponse) -> None:
     await send({"type": "http.response.body", "body": response.body})
 
 
+def _json_response(status: int, document: dict[str, Any]) -> HttpResponse:
+    return HttpResponse(status, {"content-type": "application/json", "cache-control": "no-store"},
+                        json.dumps(document).encode())
+
+
 def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None) -> ASGIApp:
     dispatcher = Dispatcher(engine, config.region, config.account_id, authenticator)
     guard = BrowserGuard(config.allowed_origins, config.allowed_hosts)
     default_host = f"{config.host}:{config.port}"
+    requests = RequestTally()
+    latencies = requests.by_action
+    metrics = Metrics(engine, requests)
+    access_log = AccessLog() if config.access_log else None
 
     async def sqs(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        started = time.perf_counter()
         http_request = _http_request(scope, b"", default_host)
         reason = guard.refusal(http_request.headers)
+        cors = guard.cors_headers(http_request.headers) if reason is None else None
         if reason is not None:
-            await _send(send, dispatcher.refuse(http_request, errors.AccessDenied(reason)))
-            return
-        cors = guard.cors_headers(http_request.headers)
-        if http_request.method == "OPTIONS" and cors and "access-control-request-method" in http_request.headers:
-            await _send(send, HttpResponse(200, guard.preflight_headers(http_request.headers), b""))
-            return
-        try:
-            body = await _read_body(http_request.headers, receive, config.max_body_bytes)
-        except errors.RequestTooLarge as error:
-            response = dispatcher.refuse(http_request, error)
-            response.headers["connection"] = "close"  # the rest of the body is not worth reading
-            await _send(send, response)
-            return
-        if body is None:  # the client went away
-            return
-        http_request.body = body
-        response = await dispatcher.handle(http_request)
-        if cors:
-            response.headers.update(cors)
+            response = dispatcher.refuse(http_request, errors.AccessDenied(reason))
+        elif http_request.method == "OPTIONS" and cors and "access-control-request-method" in http_request.headers:
+            response = HttpResponse(200, guard.preflight_headers(http_request.headers), b"")
+        else:
+            try:
+                body = await _read_body(http_request.headers, receive, config.max_body_bytes)
+            except errors.RequestTooLarge as error:
+                response = dispatcher.refuse(http_request, error)
+                response.headers["connection"] = "close"  # the rest of the body is not worth reading
+            else:
+                if body is None:  # the client went away
+                    return
+                http_request.body = body
+                response = await dispatcher.handle(http_request)
+                if cors:
+                    response.headers.update(cors)
         await _send(send, response)
+        elapsed = time.perf_counter() - started
+        latency = latencies.get((http_request.action, response.status))
+        if latency is None:
+            latency = requests.histogram(http_request.action, response.status)
+        latency.counts[bisect_left(LATENCY_BOUNDS, elapsed)] += 1  # inline: a method call costs more than this
+        latency.sum += elapsed
+        if access_log is not None:
+            access_log.request(http_request.action, http_request.params, response.status, elapsed)
+
+    async def operations(path: str, headers: dict[str, str]) -> HttpResponse:
+        """/health: the process answers. /ready: the database takes writes. /metrics: Prometheus."""
+        if path == "/health":
+            return _json_response(200, {"status": "ok"})
+        if path == "/ready":
+            problems = await engine.observe.unready()
+            if problems:
+                return _json_response(503, {"status": "unavailable", "problems": problems})
+            return _json_response(200, {"status": "ready"})
+        reason = guard.refusal(headers)  # queue names are not for any web page that asks
+        if reason is not None:
+            return HttpResponse(403, {"content-type": "text/plain; charset=utf-8"}, reason.encode())
+        body, content_type = await metrics.exposition(headers.get("accept", ""))
+        return HttpResponse(200, {"content-type": content_type}, body)
 
     async def clock(request: Request) -> Response:
         """Move the manual clock (only with --test-clock): POST {"advance_seconds": S}."""
@@ -132,8 +170,14 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
         if console is not None and scope["type"] == "http" and (path == CONSOLE_PREFIX
                                                                 or path.startswith(CONSOLE_PREFIX + "/")):
             await console(scope, receive, send)
-        elif scope["type"] == "http" and path != CLOCK_PATH:
+        elif scope["type"] == "http" and path not in _SPECIAL_PATHS:
             await sqs(scope, receive, send)
+        elif scope["type"] == "http" and scope["path"] in OPERATIONS_PATHS:
+            if scope["method"] != "GET":  # anything else there is an SQS request (and gets its error)
+                await sqs(scope, receive, send)
+                return
+            headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+            await _send(send, await operations(scope["path"], headers))
         elif scope["type"] == "http":  # the test clock: no web page may move it, and its body is small
             headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
             try:

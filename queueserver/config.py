@@ -84,6 +84,9 @@ class ServerConfig:
     # The web console under /console (README, "Web console"): None is on when listening on loopback only.
     console: bool | None = setting(None, "the web console under /console (default: on when --host is a loopback "
                                          "address)")
+    # Logs (README, "Operations"): "text" or "json" lines, and an access log line per request.
+    log_format: str = setting("text", "json: one JSON object a line, for log shippers", choices=("text", "json"))
+    access_log: bool = setting(False, "a line per request: action, queue, HTTP status, duration")
     # Not a setting: the [queues.*] tables of the config file.
     queues: tuple[QueueDeclaration, ...] = field(default=(), metadata={"file_only": True})
 

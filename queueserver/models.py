@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -115,6 +115,7 @@ class NewMessage:
     md5_of_system_attributes: str | None = None
     group_id: str | None = None
     deduplication_id: str | None = None
+    size: int = 0  # body and message attributes, as SQS counts them (the SentMessageSize metric)
 
 
 @dataclass(slots=True)
@@ -164,6 +165,8 @@ class QueueCounts:
     visible: int
     in_flight: int
     delayed: int
+    # When the oldest unexpired message (in any state) was enqueued; None: empty. Not one of the counts.
+    oldest_enqueued_at_ms: int | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True)

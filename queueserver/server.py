@@ -21,6 +21,7 @@ from queueserver.clock import Clock, ManualClock, SystemClock
 from queueserver.config import ServerConfig
 from queueserver.queue_setup import apply_queues
 from queueserver.http_guard import GuardedHttpProtocol, RefusalLog
+from queueserver.logs import use_format
 from queueserver.storage import QueueEngine
 
 log = logging.getLogger(__name__)
@@ -177,6 +178,8 @@ async def serve(config: ServerConfig) -> None:
             http=functools.partial(_HttpProtocol, limits=config, refusals=RefusalLog()), loop="none",
             lifespan="off", timeout_graceful_shutdown=30, timeout_keep_alive=config.keep_alive_timeout,
             ssl_certfile=config.tls_cert, ssl_keyfile=config.tls_key,
+            # JSON lines: uvicorn's loggers then use the root's handlers, not a text format of their own.
+            log_config=None if config.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         )
         await _Server(uvicorn_config, engine, config.host, "https" if config.tls_cert else "http").serve()
     finally:
@@ -189,6 +192,7 @@ async def serve(config: ServerConfig) -> None:
 
 
 def run(config: ServerConfig) -> None:
+    use_format(config.log_format)
     try:
         import uvloop
     except ImportError:  # uvloop is not on every platform; asyncio works, slower

@@ -78,6 +78,9 @@ class HttpRequest:
     default_host: str
     query_string: str = ""  # raw, still percent-encoded
     client_ip: str = ""
+    # Filled in by the dispatcher, for the metrics and the access log.
+    action: str = "unknown"  # a known action's name, else "unknown" (a bounded label)
+    params: dict[str, Any] | None = None
 
 
 def _is_json(request: HttpRequest) -> bool:
@@ -172,7 +175,8 @@ class Dispatcher:
             handler = ACTIONS.get(action)
             if handler is None:
                 raise errors.InvalidAction(f"The action {action} is not valid for this endpoint.")
-            params = json_wire.decode(request.body)
+            request.action = action
+            params = request.params = json_wire.decode(request.body)
             self._queue_url_from_path(request, params)
             result = await handler(self._engine, self._context(request, request_id, action, caller), params)
             return HttpResponse(200, self._headers(request_id), json_wire.encode(result))
@@ -199,7 +203,8 @@ class Dispatcher:
             handler = ACTIONS.get(action)
             if handler is None or (on_queue_url and action not in _QUEUE_SCOPED):
                 raise errors.InvalidAction(f"The action {action} is not valid for this endpoint.")
-            params = query_wire.decode(fields, action)
+            request.action = action
+            params = request.params = query_wire.decode(fields, action)
             self._queue_url_from_path(request, params)
             context = self._context(request, request_id, action, caller, fields.get("X-Amz-Credential"))
             result = await handler(self._engine, context, params)

@@ -35,7 +35,7 @@ def _new_message(queue: Queue, entry: dict[str, Any]) -> tuple[NewMessage, int]:
     size = messages.check_body(body)
     if entry.keys() <= _BODY_ALONE and not queue.fifo:  # nothing optional to look at
         _check_size(queue, size)
-        return NewMessage(body, messages.md5_of_body(body), queue.delay_seconds), size
+        return NewMessage(body, messages.md5_of_body(body), queue.delay_seconds, size=size), size
     # Otherwise each optional part is looked at only when present.
     delay = queue.delay_seconds if entry.get("DelaySeconds") is None else params.integer(
         entry, "DelaySeconds", queue.delay_seconds, 0, limits.MAX_DELAY_SECONDS, _DELAY_REASON)
@@ -76,6 +76,7 @@ def _new_message(queue: Queue, entry: dict[str, Any]) -> tuple[NewMessage, int]:
         md5_of_system_attributes=messages.md5_of_attributes(system) if system else None,
         group_id=group_id,
         deduplication_id=deduplication_id,
+        size=size,
     ), size
 
 

@@ -38,6 +38,7 @@ from typing import Any, Callable, TypeVar
 
 from queueserver import errors
 from queueserver.storage import write_back
+from queueserver.tallies import StorageTally
 from queueserver.storage.health import Health
 from queueserver.storage.loop_calls import call_on_loops, resolve, yield_to_the_event_loop
 from queueserver.storage.sqlite_file import connect, describe, lock_file
@@ -99,6 +100,7 @@ class Database:
                  sync_log: Callable[[int], None] = os.fdatasync, health: Health | None = None) -> None:
         self._conn: sqlite3.Connection | None = conn  # None between a write-back and the reopening of the file
         self.health = health or Health()
+        self.tally = StorageTally()
         self._lock = lock
         self._path = path
         self._identity = write_back.identity(path)
@@ -207,6 +209,7 @@ class Database:
                 return
 
     def _run_group(self, group: list[_Operation]) -> None:
+        self.tally.group_sizes.observe(len(group))
         conn: sqlite3.Connection | None = None
         outcomes: list[tuple[bool, Any]] = []
         undo: list[Callable[[], object]] = []
@@ -276,6 +279,20 @@ class Database:
         call_on_loops(committed_hooks + [(op.loop, functools.partial(resolve, op.future, ok, value))
                                           for op, (ok, value) in zip(group, outcomes)])
 
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def unready(self) -> str | None:
+        """Why writes would fail now (a failed fsync, a file being written back, an outage not
+        yet over), or None."""
+        failure = self._unsynced or self._restoring
+        if failure is not None:
+            return failure.message
+        if self._failing is not None:  # over once writes have succeeded for RECOVERY_SECONDS
+            return f"storage unavailable: {self._failing}"
+        return None
+
     def _sync_forever(self) -> None:
         """The syncer thread: one fsync for every group committed since the last one. It alone syncs,
         so no fsync can succeed after one that failed without seeing that it failed."""
@@ -297,9 +314,12 @@ class Database:
 
     def _sync(self, groups_written: int) -> None:
         if self._unsynced is None and self._log_fd is not None:
+            began = time.perf_counter()
             try:
                 self._sync_log(self._log_fd)
+                self.tally.fsync_seconds.observe(time.perf_counter() - began)
             except Exception as exc:  # noqa: BLE001 - whatever the failure, nothing after it can be trusted
+                self.tally.failed_fsyncs += 1
                 log.critical(
                     "storage unavailable: the write-ahead log could not be synced to disk (%s); changes since the "
                     "last sync may not survive a power loss, so every request is refused until the server is "
@@ -320,6 +340,8 @@ class Database:
 
     def _storage_error(self, exc: BaseException) -> errors.SQSError:
         reason = describe(exc)
+        if self._failing is None:
+            self.tally.outages += 1
         if self._failing != reason:
             log.error("storage unavailable: %s (%s: %s); requests get 503 until it clears",
                       reason, type(exc).__name__, exc)

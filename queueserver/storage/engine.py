@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import random
+from bisect import bisect_left
 from typing import Awaitable, Callable
 
 from queueserver import errors, limits
@@ -27,10 +28,12 @@ from queueserver.storage.read_side import ReadSide
 from queueserver.storage.sqlite_file import open_file
 from queueserver.storage.traffic import Traffic
 from queueserver.storage.migrations import migrate
+from queueserver.storage.observe import Observer
 from queueserver.storage.receipts import ReceiptSigner
 from queueserver.storage.redrive import Redriver
 from queueserver.storage.subscribing import Subscriptions
 from queueserver.storage.waiters import Waiters
+from queueserver.tallies import SIZE_BOUNDS, QueueTally
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +78,9 @@ class QueueEngine(Subscriptions):
         self.health.watch_task(self._sweeper, "the retention sweeper")
         self.traffic = Traffic()  # sent/received per minute, for the console
         self.move_tasks = Redriver(db, clock, self._queue_by_arn_in_transaction, self._notify, self._counts.changed)
+        self.queue_tallies: dict[int, QueueTally] = {}  # by queue id: the CloudWatch counters
+        self.observe = Observer(db, reads, self._waiters, lambda: list(self._committed_queues.values()),
+                                self.queue_counts)
 
     @classmethod
     async def open(cls, path: str, clock: Clock, *, enforce_cooldowns: bool = False,
@@ -206,6 +212,7 @@ class QueueEngine(Subscriptions):
         for each in await self._db.run(delete):
             self._counts.forget(each.id)
             self.traffic.forget(each.id)
+            self.queue_tallies.pop(each.id, None)
             self._deleted_at[each.key] = self._clock.now_ms()
             self._notify(each.id)
 
@@ -255,7 +262,7 @@ class QueueEngine(Subscriptions):
         """Store the messages; on a FIFO queue a duplicate within 5 minutes is answered, not stored."""
         now = self._clock.now_ms()
 
-        def send(tx: Transaction) -> tuple[list[SentMessage], list[Queue]]:
+        def send(tx: Transaction) -> tuple[list[SentMessage], list[tuple[int, str, NewMessage]]]:
             current = self._require(queue)
             stored: list[tuple[int, str, NewMessage]] = []
             sent = []
@@ -290,10 +297,16 @@ class QueueEngine(Subscriptions):
             for subscriber in subscribers:
                 if self._waiters.waiting(subscriber.id):
                     tx.on_commit(lambda receiver=subscriber.id: self._notify(receiver, len(stored)))
-            return sent, subscribers
+            return sent, stored
 
-        sent, _ = await self._db.run(send)
+        sent, stored = await self._db.run(send)
         self.traffic.sent(queue.id, len(messages), now)
+        tally = self.queue_tallies.get(queue.id) or self._tally(queue.id)
+        tally.sent += len(stored)
+        sizes = tally.sizes
+        for _, _, message in stored:  # Histogram.observe inlined: this runs for every message
+            sizes.counts[bisect_left(SIZE_BOUNDS, message.size)] += 1
+            sizes.sum += message.size
         return sent
 
     async def receive_messages(self, queue: Queue, max_messages: int, visibility_timeout: int,
@@ -313,11 +326,12 @@ class QueueEngine(Subscriptions):
                                            short_poll=waiter is None))
                 if moved_to is not None:
                     self._notify(moved_to[0], moved_to[1])
+                    self._tally(queue.id).dead_lettered += moved_to[1]
                 if messages or waiter is None:
                     self.traffic.received(queue.id, len(messages), self._clock.now_ms())
-                    return messages
+                    return self._count_received(queue, messages)
                 if self._clock.now_ms() >= deadline_ms or loop.time() >= real_deadline:
-                    return []
+                    return self._count_received(queue, messages)
                 wake_ms = deadline_ms if next_visible is None else min(deadline_ms, next_visible)
                 await self._waiters.wait(waiter, wake_ms, real_deadline)
             finally:
@@ -351,6 +365,7 @@ class QueueEngine(Subscriptions):
             return outcomes
 
         outcomes = await self._db.run(delete)
+        self._tally(queue.id).deleted += sum(1 for outcome in outcomes if outcome.error is None)
         if queue.id in self._at_in_flight_limit or queue.fifo:
             self._notify(queue.id, len(handles))  # a deleted message may free its group or the in-flight limit
         return outcomes
@@ -371,6 +386,20 @@ class QueueEngine(Subscriptions):
         """The queue's messages in send order, read without receiving them (an extension to SQS)."""
         now = self._clock.now_ms()
         return await self._reads.browse(queue.id, queue.fifo, after, limit, now, self._cutoff(queue, now))
+
+    def _tally(self, queue_id: int) -> QueueTally:
+        tally = self.queue_tallies.get(queue_id)
+        if tally is None:
+            tally = self.queue_tallies[queue_id] = QueueTally()
+        return tally
+
+    def _count_received(self, queue: Queue, messages: list[ReceivedMessage]) -> list[ReceivedMessage]:
+        tally = self._tally(queue.id)
+        if messages:
+            tally.received += len(messages)
+        else:
+            tally.empty_receives += 1
+        return messages
 
     # -- on the database thread ----------------------------------------------
 

@@ -74,6 +74,12 @@ _BROWSE = (
     " WHERE m.queue_id = ? AND m.id > ? AND m.enqueued_at_ms > ? ORDER BY m.id LIMIT ?"
 )
 
+# Move tasks under way, with the queue they empty (for the metrics).
+_RUNNING_MOVE_TASKS = (
+    "SELECT q.region, q.account, q.name, t.moved, t.to_move FROM move_tasks t JOIN queues q ON q.id = t.source_queue_id"
+    " WHERE t.status = 'RUNNING' ORDER BY t.id"
+)
+
 _QUEUE_TOTALS = (
     "SELECT q.region, q.account, q.name,"
     " (SELECT count(*) FROM messages WHERE queue_id = q.id),"
@@ -136,8 +142,8 @@ class ReadSide:
         visible, in_flight, delayed, next_visible, oldest = next(iter(rows))
         expiry = None if oldest is None else oldest + (now_ms - cutoff_ms)
         changes = [t for t in (next_visible, expiry) if t is not None]
-        return QueueCounts(visible=int(visible), in_flight=int(in_flight), delayed=int(delayed)), \
-            min(changes, default=None)
+        return QueueCounts(visible=int(visible), in_flight=int(in_flight), delayed=int(delayed),
+                           oldest_enqueued_at_ms=oldest), min(changes, default=None)
 
     async def browse(self, queue_id: int, fifo: bool, after_row_id: int, limit: int, now_ms: int,
                      cutoff_ms: int) -> list[BrowsedMessage]:
@@ -156,6 +162,11 @@ class ReadSide:
                 deduplication_id=deduplication_id, dead_letter_source_arn=source_arn,
                 sequence_number=sequence_number(row_id) if fifo else None))
         return browsed
+
+    async def running_move_tasks(self) -> list[tuple[str, str, str, int, int]]:
+        """(region, account, source queue, moved, to move) of every running move task."""
+        async with self._connection() as conn:
+            return [tuple(row) for row in await conn.execute_fetchall(_RUNNING_MOVE_TASKS)]
 
     async def queue_totals(self, now_ms: int) -> list[tuple[str, str, str, int, int]]:
         """(region, account, name, messages stored, in flight) of every queue, for `queueserver check`."""

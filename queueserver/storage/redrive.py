@@ -120,6 +120,7 @@ class Redriver:
                 paused = False
             if moved_to:
                 self._changed(source_id)
+                self._db.tally.redriven += sum(moved_to.values())
             for queue_id, count in moved_to.items():
                 self._changed(queue_id)
                 self._notify(queue_id, count)

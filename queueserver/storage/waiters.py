@@ -34,6 +34,10 @@ class Waiters:
         """Whether any long poll waits on the queue (safe to ask from the database thread)."""
         return queue_id in self._by_queue
 
+    def count(self) -> int:
+        """Long polls waiting now, on every queue."""
+        return sum(len(waiters) for waiters in list(self._by_queue.values()))
+
     def discard(self, queue_id: int, waiter: asyncio.Future) -> None:
         waiters = self._by_queue.get(queue_id)
         if waiters is not None:

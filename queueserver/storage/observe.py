@@ -1,0 +1,89 @@
+"""What the metrics and the readiness check read from the storage layer, when they are asked.
+
+Everything here is read at scrape time and off the writer: counts come from the read side's
+count cache, file sizes from `stat`, move-task progress from a read connection. The one
+exception is the readiness probe, which must know whether the writer can write: it writes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Awaitable, Callable
+
+from queueserver import errors
+from queueserver.models import Queue, QueueCounts
+from queueserver.storage.database import Database, Transaction
+from queueserver.storage.read_side import ReadSide
+from queueserver.storage.waiters import Waiters
+from queueserver.tallies import StorageTally
+
+
+class Observer:
+    def __init__(self, db: Database, reads: ReadSide, waiters: Waiters, queues: Callable[[], list[Queue]],
+                 counts: Callable[[Queue], Awaitable[QueueCounts]]) -> None:
+        self._db = db
+        self._reads = reads
+        self._waiters = waiters
+        self.queues = queues  # every queue, committed, in all regions and accounts
+        self.counts = counts  # a queue's approximate counts (the count cache)
+        self._probes = 0
+
+    @property
+    def storage(self) -> StorageTally:
+        return self._db.tally
+
+    def open_long_polls(self) -> int:
+        return self._waiters.count()
+
+    def file_sizes(self) -> tuple[int, int]:
+        """Bytes of the database file and of its write-ahead log (0 for one that is missing)."""
+        return _size(self._db.path), _size(self._db.path + "-wal")
+
+    async def running_move_tasks(self) -> list[tuple[str, str, str, int, int]]:
+        """(region, account, source queue, moved, to move) of every running move task."""
+        return await self._reads.running_move_tasks()
+
+    async def unready(self) -> list[str]:
+        """Why the server cannot take writes now; empty when it can.
+
+        The probe is a write (one small row, committed and synced like any send): a lock held by
+        another process, a read-only or full disk, or a failed fsync fail it as they fail a send,
+        and its success ends an outage, so that an idle server that nobody sends to while it is
+        out of rotation still comes back.
+        """
+        if self._db.health.stopping:
+            return ["the server is shutting down"]
+        self._probes += 1
+        value = self._probes.to_bytes(8, "big")
+
+        def probe(tx: Transaction) -> None:
+            tx.conn.execute(_PROBE, (value,))
+
+        try:
+            await self._db.run(probe)
+            await self._db.durable()
+        except errors.SQSError as error:
+            return [error.message] + [p for p in self.known_problems() if p != error.message]
+        return self.known_problems()
+
+    def known_problems(self) -> list[str]:
+        """What is known to be wrong without asking the writer: a background task that ended, a failed
+        fsync, an outage not yet over."""
+        problems = [f"{name} ended ({why})" for name, why in self._db.health.problems().items()]
+        reason = self._db.unready()
+        if reason is not None:
+            problems.append(reason)
+        if self._db.health.stopping:
+            problems.append("the server is shutting down")
+        return problems
+
+
+_PROBE = ("INSERT INTO settings (key, value) VALUES ('readiness_probe', ?)"
+          " ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0

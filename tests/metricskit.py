@@ -1,0 +1,84 @@
+"""Reading a server's /metrics (with prometheus-client's own parser), /health and /ready."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+
+class Scrape:
+    """One scrape: every sample by name and labels."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.samples: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                self.samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
+
+    def value(self, name: str, **labels: str) -> float:
+        key = (name, frozenset(labels.items()))
+        assert key in self.samples, f"no sample {name}{labels} in the scrape:\n{self.text}"
+        return self.samples[key]
+
+    def labelled(self, name: str) -> dict[frozenset[tuple[str, str]], float]:
+        """Every sample of `name`, by its labels."""
+        return {labels: value for (sample, labels), value in self.samples.items() if sample == name}
+
+    def queue(self, name: str, queue: str, region: str = "us-east-1", account: str = "000000000000") -> float:
+        return self.value(name, queue=queue, region=region, account=account)
+
+    def buckets(self, name: str, **labels: str) -> dict[float, float]:
+        """A histogram's cumulative buckets, by upper bound."""
+        found = {}
+        for (sample, sample_labels), value in self.samples.items():
+            if sample != f"{name}_bucket":
+                continue
+            rest = dict(sample_labels)
+            bound = rest.pop("le")
+            if rest == labels:
+                found[float(bound)] = value
+        assert found, f"no buckets of {name}{labels}:\n{self.text}"
+        return dict(sorted(found.items()))
+
+
+def get(endpoint: str, path: str, timeout: float = 30,
+        headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    """(status, headers with lower-case names, body) of a GET."""
+    request = urllib.request.Request(endpoint + path, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, {k.lower(): v for k, v in response.headers.items()}, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read()
+
+
+def scrape(endpoint: str) -> Scrape:
+    status, headers, body = get(endpoint, "/metrics")
+    assert status == 200, (status, body)
+    assert headers["content-type"].startswith("text/plain"), headers
+    return Scrape(body.decode())
+
+
+def health(endpoint: str, path: str, timeout: float = 30) -> tuple[int, dict[str, Any]]:
+    """(status, document) of /health or /ready."""
+    status, _, body = get(endpoint, path, timeout)
+    return status, json.loads(body)
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = 15, interval: float = 0.05) -> Any:
+    """Poll until `condition()` is truthy (an event seen through HTTP); returns its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(interval)
