@@ -184,8 +184,10 @@ class Proc:
 
 
 def start_queueserver(python: str, db_path: Path, log_path: Path, source: Path | None = None) -> Proc:
+    # The idle-polls scenario holds thousands of connections, beyond the default --max-connections.
+    limits = ["--max-connections", "20000"] if ((source or REPO) / "queueserver" / "http_guard.py").exists() else []
     return Proc([python, "-m", "queueserver", "serve", "--port", "0", "--db", str(db_path),
-                 "--log-level", "warning"], log_path, "queueserver", source)
+                 "--log-level", "warning", *limits], log_path, "queueserver", source)
 
 
 def start_console_watch(python: str, url: str) -> subprocess.Popen[str]:
