@@ -1395,7 +1395,7 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 Path(f"{db}{suffix}").unlink(missing_ok=True)
         print(f"  backlog {backlog:,} took {time.perf_counter() - started:.0f} s", flush=True)
     results["reference"] = {"by_backlog": {}}
-    reference_args = argparse.Namespace(**{**vars(args), "scenarios": args.scenarios - {"idle", "fanout"}})
+    reference_args = argparse.Namespace(**{**vars(args), "scenarios": args.scenarios - {"idle", "fanout", "reads"}})  # the reference has no browse
     for backlog in [] if args.no_reference else args.backlogs:
         print(f"backlog {backlog:,}: starting the reference server (scripts/bench_reference.py) on a fresh database",
               flush=True)
