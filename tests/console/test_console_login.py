@@ -177,7 +177,7 @@ def test_another_accounts_queue_is_invisible_until_add_permission_grants_it(serv
     alice.login("AKIDALICE", "alice-secret")
     assert "login-bobs-queue" not in alice.request("GET", "/console/")[2]
     bob.add_permission(QueueUrl=url, Label="alice-looks", AWSAccountIds=[OWNER], Actions=["GetQueueAttributes"])
-    assert "login-bobs-queue" in alice.request("GET", "/console/")[2]
+    assert f"login-bobs-queue <small>(account {OTHER})</small>" in alice.request("GET", "/console/")[2]
 
 
 def test_logout_ends_the_session_even_for_a_copy_of_its_cookie(server: Any) -> None:
