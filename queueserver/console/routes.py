@@ -133,8 +133,8 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
                                      as_viewer) if viewer.may("ListMessageMoveTasks", queue.arn) else {}
             sources = (await calls.call("ListDeadLetterSourceQueues", region, {"QueueUrl": url},
                                         as_viewer))["queueUrls"]
-        except ConsoleError as error:
-            return back(_queue_path(region, name), error=f"{error.code}: {error.message}")
+        except ConsoleError as error:  # e.g. a key that may see the queue but not browse it (no redirect loop)
+            return PlainTextResponse(f"{error.code}: {error.message}", 403)
         redrive = attributes.pop("RedrivePolicy", None)
         return page(request, "queue.html", queue=queue, row=row, attributes=attributes,
                     redrive_policy=json.loads(redrive) if redrive else None, tags=queue.tags,
