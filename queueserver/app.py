@@ -163,7 +163,7 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
         return JSONResponse({"now_ms": manual.now_ms(), "timers": manual.pending()})
 
     extras = Starlette(routes=[Route(CLOCK_PATH, clock, methods=["GET", "POST"])])
-    console = create_console(config, engine, guard) if config.console_enabled else None
+    console = create_console(config, engine, guard, authenticator) if config.console_enabled else None
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         path = scope.get("path", "")

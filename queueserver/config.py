@@ -92,9 +92,7 @@ class ServerConfig:
 
     @property
     def console_enabled(self) -> bool:
-        """The console has no login yet, so it never serves a server whose requests must be signed."""
-        if self.credentials_path is not None:
-            return False
+        """With --credentials the console asks for an access key and secret (README, "Web console")."""
         if self.console is not None:
             return self.console
         return self.host in ("127.0.0.1", "::1", "localhost") or self.host.startswith("127.")

@@ -163,8 +163,6 @@ async def serve(config: ServerConfig) -> None:
         in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit,
         counts_max_age=config.counts_max_age)
     _log_access(config, store)
-    if store is not None and config.console:
-        log.warning("the web console is off: it has no login yet, and this server's requests must be signed")
     watcher = asyncio.create_task(_watch_credentials(store)) if store is not None else None
     try:
         await apply_queues(engine, config.queues, config.region)

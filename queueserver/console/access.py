@@ -1,9 +1,9 @@
 """Who is looking at the console, what they may do, and whether a request really comes from its own pages.
 
-`Access.viewer(request)` is the one seam for credentials (the auth issue): today no credentials are
-configured, so every viewer is `Viewer.anyone()` and may do everything. With credentials, `viewer`
-reads a signed session cookie set by a login form (access key and secret checked against the credential
-store) and `Viewer.may` asks the policy evaluator; pages then show and allow only what it permits.
+`Access.viewer(request)` is the one place deciding who views. Without credentials every viewer is
+`Viewer.anyone()` and may do everything. With credentials, `viewer` reads the session cookie set by
+the login form (sessions.py) and answers None when there is none; a logged-in viewer's `may` is the
+SQS endpoint's own policy evaluation (`Caller.authorize`), and its actions run as that caller.
 
 Cross-site request forgery: a state change must be a POST whose form carries the CSRF token set in a
 cookie (double submit; a foreign page can read neither) and, when the browser says where it comes
@@ -20,7 +20,12 @@ from typing import Callable
 
 from starlette.requests import Request
 
+from queueserver import errors
+from queueserver.auth import Authenticator, Caller
 from queueserver.browser_guard import BrowserGuard
+from queueserver.console.sessions import SESSION_COOKIE, Sessions
+from queueserver.models import Queue
+from queueserver.storage import QueueEngine
 
 CSRF_COOKIE = "qs_console_csrf"
 CSRF_FIELD = "csrf_token"
@@ -33,22 +38,52 @@ class Viewer:
 
     name: str
     allows: Callable[[str, str], bool]
+    account: str
+    caller: Caller | None = None  # None: credentials are off, the console acts as the server's own account
 
     @classmethod
-    def anyone(cls) -> "Viewer":
-        return cls("anyone (no credentials configured)", lambda action, arn: True)
+    def anyone(cls, account: str) -> "Viewer":
+        return cls("anyone (no credentials configured)", lambda action, arn: True, account)
 
     def may(self, action: str, queue_arn: str = "*") -> bool:
         return self.allows(action, queue_arn)
 
 
 class Access:
-    def __init__(self, guard: BrowserGuard) -> None:
+    def __init__(self, guard: BrowserGuard, engine: QueueEngine, account: str, region: str,
+                 authenticator: Authenticator | None) -> None:
         self._guard = guard
+        self._engine = engine
+        self._account = account
+        self._region = region
+        self._authenticator = authenticator
+        self.sessions = Sessions(authenticator.store) if authenticator is not None else None
 
-    def viewer(self, request: Request) -> Viewer:
-        """The one place that decides who is viewing (allow-all while no credentials are configured)."""
-        return Viewer.anyone()
+    def viewer(self, request: Request) -> Viewer | None:
+        """Who is viewing: anyone without credentials; with them the session's key, or None (log in first)."""
+        if self._authenticator is None or self.sessions is None:
+            return Viewer.anyone(self._account)
+        key = self.sessions.key(request.cookies.get(SESSION_COOKIE, ""))
+        if key is None:
+            return None
+        client = request.client.host if request.client else ""
+        caller = self._authenticator.caller_for(key, self._region, self._engine.clock.now_ms(), client,
+                                                request.url.scheme == "https")
+
+        def allows(action: str, arn: str) -> bool:
+            queue = self._queue(arn)
+            try:
+                caller.authorize(action, arn, queue.account if queue else None,
+                                 queue.attributes.get("Policy") if queue else None)
+            except errors.AccessDenied:
+                return False
+            return True
+
+        return Viewer(key.arn, allows, key.account, caller)
+
+    def _queue(self, arn: str) -> Queue | None:
+        """The queue an ARN names (None for "*" or a queue that does not exist: its owner's rules apply)."""
+        return self._engine.find_queue_by_arn(arn)
 
     def refusal(self, request: Request) -> str | None:
         """Why the request must not be served, or None."""

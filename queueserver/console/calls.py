@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from queueserver import errors
+from queueserver.auth import Caller
 from queueserver.protocol.dispatch import ACTIONS
 from queueserver.protocol.error_codes import wire_error
 from queueserver.protocol.params import RequestContext
@@ -31,17 +32,21 @@ class SqsCalls:
         self._home_region = home_region
         self._account = account
 
-    def queue_url(self, region: str, name: str) -> str:
+    def queue_url(self, region: str, name: str, account: str | None = None) -> str:
         """A queue URL the handlers resolve (their host part is not looked at)."""
-        return self._context(region, "console").queue_url(name)
+        return self._context(region, account, None, "").queue_url(name)
 
-    def _context(self, region: str, sender: str) -> RequestContext:
-        return RequestContext(region=region, account=self._account, base_url="http://console",
-                              request_id=str(uuid.uuid4()), sender_id=sender, home_region=self._home_region)
+    def _context(self, region: str, account: str | None, caller: Caller | None, action: str) -> RequestContext:
+        return RequestContext(region=region, account=caller.account if caller else account or self._account,
+                              base_url="http://console", request_id=str(uuid.uuid4()),
+                              sender_id=caller.key.key_id if caller else "console", home_region=self._home_region,
+                              caller=caller, action=action)
 
-    async def call(self, action: str, region: str, params: dict[str, Any], sender: str = "console") -> dict[str, Any]:
+    async def call(self, action: str, region: str, params: dict[str, Any], caller: Caller | None = None
+                   ) -> dict[str, Any]:
+        """Run `action` as `caller` (the logged-in key; None without credentials): the handler authorizes it."""
         try:
-            result = await ACTIONS[action](self._engine, self._context(region, sender), params)
+            result = await ACTIONS[action](self._engine, self._context(region, None, caller, action), params)
             await self._engine.durable()
         except errors.SQSError as error:
             raise ConsoleError(wire_error(error).query_code, error.message) from None

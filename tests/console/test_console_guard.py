@@ -104,15 +104,3 @@ def test_with_no_console_the_path_is_left_to_the_sqs_endpoint(server_factory: An
 ])
 def test_the_console_is_on_by_default_only_on_loopback(host: str, console: bool | None, enabled: bool) -> None:
     assert ServerConfig(host=host, console=console).console_enabled is enabled
-
-
-def test_a_server_that_requires_signatures_never_serves_the_console_which_has_no_login(
-        server_factory: Any, tmp_path: Any) -> None:
-    assert ServerConfig(credentials_path="keys.toml", console=True).console_enabled is False
-    keys = tmp_path / "keys.toml"
-    keys.write_text('[keys.AKIDCONSOLETEST]\nsecret_access_key = "s3cret"\naccount_id = "111111111111"\n')
-    server = server_factory(tmp_path / "q.db", "--console", "--credentials", str(keys))
-    status, headers, body = _request(server, "GET", "/console")
-    assert "<html" not in body and status == 403  # the SQS endpoint: an unsigned request is refused
-    assert "the web console is off" in server.stderr_text()
-    server.stop()
