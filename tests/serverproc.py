@@ -7,6 +7,7 @@ would hide whether the first attempt landed).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue as queue_module
@@ -21,6 +22,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator
 from typing import IO, Any
 
 import boto3
@@ -139,6 +141,19 @@ def start_server(db_path: str | os.PathLike[str], *extra_args: str, ready_timeou
                           f"{' '.join(cmd)}\n--- stderr ---\n{server.stderr_text()}")
     server.endpoint = match.group(1)
     return server
+
+
+@contextlib.contextmanager
+def running(db_path: str | os.PathLike[str], *extra_args: str) -> Iterator[Server]:
+    """A server for the `with` block, which must stop cleanly (exit code 0) at its end."""
+    proc = start_server(db_path, *extra_args)
+    try:
+        yield proc
+    finally:
+        try:
+            assert proc.stop() == 0, proc.stderr_text()
+        finally:
+            proc.ensure_dead()
 
 
 @dataclass

@@ -145,25 +145,24 @@ class Dispatcher:
             if not isinstance(exc, errors.SQSError):
                 log.exception("request %s failed unexpectedly in authentication", request_id)
             error = exc if isinstance(exc, errors.SQSError) else errors.InternalError()
-            if is_json:
-                return self._response(request_id, error)
-            return self._query_response(request_id, error, _wants_json(request))
+            return self._error(request, request_id, error, is_json)
         response = await (self._json(request, request_id, target, caller) if is_json
                           else self._query(request, request_id, caller))
         # The answer is built while the disk syncs; it goes out only once what it reports is durable.
         try:
             await self._engine.durable()
         except errors.SQSError as error:
-            if is_json:
-                return self._response(request_id, error)
-            return self._query_response(request_id, error, _wants_json(request))
+            return self._error(request, request_id, error, is_json)
         return response
 
     def refuse(self, request: HttpRequest, error: errors.SQSError) -> HttpResponse:
         """An error answered before the request is read (its body too large, its origin refused)."""
         log.info("request refused: %s", error.message)
-        request_id = uuid4_string(self._random)
-        if _is_json(request):
+        return self._error(request, uuid4_string(self._random), error, _is_json(request))
+
+    def _error(self, request: HttpRequest, request_id: str, error: errors.SQSError, is_json: bool) -> HttpResponse:
+        """An error in the request's own wire format (Query as JSON when it asked for that)."""
+        if is_json:
             return self._response(request_id, error)
         return self._query_response(request_id, error, _wants_json(request))
 

@@ -301,7 +301,7 @@ class QueueEngine(Subscriptions):
 
         sent, stored = await self._db.run(send)
         self.traffic.sent(queue.id, len(messages), now)
-        tally = self.queue_tallies.get(queue.id) or self._tally(queue.id)
+        tally = self._tally(queue.id)
         tally.sent += len(stored)
         sizes = tally.sizes
         for _, _, message in stored:  # Histogram.observe inlined: this runs for every message

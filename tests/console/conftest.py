@@ -24,14 +24,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 @pytest.fixture(scope="module")
 def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    proc = serverproc.start_server(tmp_path_factory.mktemp("console") / "queueserver.db")
-    try:
+    with serverproc.running(tmp_path_factory.mktemp("console") / "queueserver.db") as proc:
         yield proc
-    finally:
-        try:
-            assert proc.stop() == 0, proc.stderr_text()
-        finally:
-            proc.ensure_dead()
 
 
 @pytest.fixture(scope="module")

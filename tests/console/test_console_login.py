@@ -86,14 +86,8 @@ def keys_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(tmp_path_factory: pytest.TempPathFactory, keys_file: Path) -> Iterator[Any]:
     import serverproc
 
-    proc = serverproc.start_server(tmp_path_factory.mktemp("login-db") / "q.db", "--credentials", str(keys_file))
-    try:
+    with serverproc.running(tmp_path_factory.mktemp("login-db") / "q.db", "--credentials", str(keys_file)) as proc:
         yield proc
-    finally:
-        try:
-            assert proc.stop() == 0, proc.stderr_text()
-        finally:
-            proc.ensure_dead()
 
 
 def _client(server: Any, key_id: str) -> Any:
