@@ -1263,6 +1263,10 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
                 target = 20 if action.startswith("GetQueueAttributes") else 30
                 add(f"  {action} on A: p50 {v['p50_ms']:.2f} ms, p99 {v['p99_ms']:.2f} ms (target <= {target} ms), "
                     f"max {v['max_ms']:.2f} ms, {v['n']} requests")
+            ref_reads = reference.get(str(backlog), {}).get("reads")
+            if ref_reads:
+                add(f"  reference: paired ratio {ref_reads['ratio']:.3f}x; " + "; ".join(
+                    f"{a} p50 {v['p50_ms']:.2f} / p99 {v['p99_ms']:.2f} ms" for a, v in ref_reads["reads"].items()))
         fanout = per.get("fanout")
         if fanout:
             base = fanout["0"]["msgs_per_s"]
@@ -1395,7 +1399,7 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 Path(f"{db}{suffix}").unlink(missing_ok=True)
         print(f"  backlog {backlog:,} took {time.perf_counter() - started:.0f} s", flush=True)
     results["reference"] = {"by_backlog": {}}
-    reference_args = argparse.Namespace(**{**vars(args), "scenarios": args.scenarios - {"idle", "fanout", "reads"}})  # the reference has no browse
+    reference_args = argparse.Namespace(**{**vars(args), "scenarios": args.scenarios - {"idle", "fanout"}})  # no subscriptions
     for backlog in [] if args.no_reference else args.backlogs:
         print(f"backlog {backlog:,}: starting the reference server (scripts/bench_reference.py) on a fresh database",
               flush=True)

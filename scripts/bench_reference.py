@@ -6,9 +6,11 @@ the same run as queueserver, on the same machine, instead of figures quoted from
 The design of issue 5's reference: starlette on uvicorn (uvloop, httptools), one SQLite writer
 thread that runs whatever arrived meanwhile as one grouped transaction, synchronous=FULL (every
 COMMIT syncs the log before any of its answers go out), and long polls woken by the sends'
-commits. Only what the benchmark calls, with none of SQS's checks: CreateQueue, DeleteQueue,
-PurgeQueue, GetQueueAttributes (the three counts), SendMessage(Batch), ReceiveMessage (with
-WaitTimeSeconds and VisibilityTimeout) and DeleteMessage(Batch), over the JSON protocol.
+commits; reads (counts, browse) on two read-only connections of their own, as queueserver does.
+Only what the benchmark calls, with none of SQS's checks: CreateQueue, DeleteQueue, PurgeQueue,
+GetQueueAttributes (the three counts), SendMessage(Batch), ReceiveMessage (with WaitTimeSeconds
+and VisibilityTimeout), DeleteMessage(Batch) and QueueserverBrowseMessages (a keyset page in send
+order: MessageId, MD5OfBody, Body), over the JSON protocol.
 So it is what this design costs with nothing on top: queueserver's distance to it is the price
 of its checks and features.
 """
@@ -26,6 +28,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import uvicorn
@@ -40,6 +43,22 @@ CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY, queue_id INTEGER NO
     body TEXT NOT NULL, md5 TEXT NOT NULL, visible_at REAL NOT NULL, receipt TEXT, receive_count INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS messages_by_queue ON messages (queue_id, visible_at, id);
 """
+
+# The next visible messages in index order: a seek, whatever the depth. (ORDER BY id alone sorted
+# every visible message of the queue in a temporary B-tree on each receive.)
+CLAIM = """
+UPDATE messages SET visible_at = ?, receipt = hex(randomblob(8)), receive_count = receive_count + 1
+WHERE id IN (SELECT id FROM messages WHERE queue_id = ? AND visible_at <= ? ORDER BY visible_at, id LIMIT ?)
+RETURNING id, message_id, body, md5, receipt
+"""
+
+# Both counts in the index alone, in one snapshot.
+COUNTS = ("SELECT (SELECT count(*) FROM messages WHERE queue_id = ?1 AND visible_at <= ?2),"
+          " (SELECT count(*) FROM messages WHERE queue_id = ?1 AND visible_at > ?2)")
+
+# Keyset page along the rowid (named: the planner would sort the whole queue); no extra index to
+# write, so rows of other queues in the range are read and skipped.
+BROWSE = "SELECT id, message_id, body, md5 FROM messages NOT INDEXED WHERE id > ? AND queue_id = ? ORDER BY id LIMIT ?"
 
 
 class Writer:
@@ -91,9 +110,29 @@ def _resolve(future: asyncio.Future, ok: bool, value: Any) -> None:
         future.set_result(value) if ok else future.set_exception(value)
 
 
+class Readers:
+    """Read-only connections on threads of their own: under WAL a read never waits for the writer."""
+
+    def __init__(self, path: str, count: int = 2) -> None:
+        self.path = path
+        self.pool = ThreadPoolExecutor(count)
+        self.local = threading.local()
+
+    async def run(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, self._call, fn)
+
+    def _call(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = self.local.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA query_only=ON")
+        return fn(conn)
+
+
 class Reference:
     def __init__(self, path: str) -> None:
         self.db = Writer(path)
+        self.readers = Readers(path)
         self.queues: dict[str, int] = {}
         self.waiters: defaultdict[int, set[asyncio.Future]] = defaultdict(set)
 
@@ -127,9 +166,7 @@ class Reference:
 
     async def GetQueueAttributes(self, payload: dict[str, Any], host: str) -> dict[str, Any]:
         queue_id, now = self.queue_id(payload), time.time()
-        visible, hidden = await self.db.run(lambda conn: conn.execute(
-            "SELECT coalesce(sum(visible_at <= ?), 0), coalesce(sum(visible_at > ?), 0) FROM messages"
-            " WHERE queue_id = ?", (now, now, queue_id)).fetchone())
+        visible, hidden = await self.readers.run(lambda conn: conn.execute(COUNTS, (queue_id, now)).fetchone())
         return {"Attributes": {"ApproximateNumberOfMessages": str(visible),
                                "ApproximateNumberOfMessagesNotVisible": str(hidden),
                                "ApproximateNumberOfMessagesDelayed": "0"}}
@@ -161,16 +198,9 @@ class Reference:
 
         def claim(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             now = time.time()
-            rows = conn.execute("SELECT id, message_id, body, md5 FROM messages WHERE queue_id = ? AND visible_at <= ?"
-                                " ORDER BY id LIMIT ?", (queue_id, now, limit)).fetchall()
-            claimed = []
-            for row_id, message_id, body, md5 in rows:
-                receipt = uuid.uuid4().hex
-                conn.execute("UPDATE messages SET visible_at = ?, receipt = ?, receive_count = receive_count + 1"
-                             " WHERE id = ?", (now + visibility, receipt, row_id))
-                claimed.append({"MessageId": message_id, "ReceiptHandle": f"{row_id}:{receipt}", "MD5OfBody": md5,
-                                "Body": body})
-            return claimed
+            rows = conn.execute(CLAIM, (now + visibility, queue_id, now, limit)).fetchall()
+            return [{"MessageId": message_id, "ReceiptHandle": f"{row_id}:{receipt}", "MD5OfBody": md5, "Body": body}
+                    for row_id, message_id, body, md5, receipt in rows]
 
         while True:
             waiter = asyncio.get_running_loop().create_future()
@@ -199,6 +229,16 @@ class Reference:
         entries = payload["Entries"]
         await self._delete([e["ReceiptHandle"] for e in entries])
         return {"Successful": [{"Id": e["Id"]} for e in entries], "Failed": []}
+
+    async def QueueserverBrowseMessages(self, payload: dict[str, Any], host: str) -> dict[str, Any]:
+        queue_id, limit = self.queue_id(payload), int(payload.get("MaxNumberOfMessages", 10))
+        after = int(payload.get("NextToken", 0))
+        rows = await self.readers.run(lambda conn: conn.execute(BROWSE, (after, queue_id, limit)).fetchall())
+        answer: dict[str, Any] = {"Messages": [{"MessageId": message_id, "MD5OfBody": md5, "Body": body}
+                                               for _, message_id, body, md5 in rows]}
+        if len(rows) == limit:
+            answer["NextToken"] = str(rows[-1][0])
+        return answer
 
 
 def main() -> None:
