@@ -17,9 +17,14 @@ USAGE = 2  # argparse's own code for bad arguments
 UNREACHABLE = 3  # no answer from the endpoint
 NO_SUCH_QUEUE = 4
 TASK_FAILED = 5  # a redrive ended FAILED
+UNSUPPORTED = 6  # a queueserver extension asked of an endpoint without it (AWS SQS)
 INTERRUPTED = 130  # Ctrl-C; a redrive's task was cancelled
 
 _MISSING_QUEUE_CODES = {"QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue"}
+# What an SQS endpoint answers to an action it does not know (AWS: 400 UnknownOperationException).
+_UNKNOWN_ACTION_CODES = {"UnknownOperationException", "UnknownOperation", "InvalidAction"}
+# `<queue>~<name>` names a subscription (issue 22): no queue name can contain "~".
+SUBSCRIPTION_SEPARATOR = "~"
 
 
 class AdminError(Exception):
@@ -54,7 +59,21 @@ class Admin:
                                   config=Config(retries={"total_max_attempts": 2}, read_timeout=60))
 
     def url(self, name: str) -> str:
-        return self.call("get_queue_url", QueueName=name)["QueueUrl"]
+        """The URL of a queue by name, of a subscription by `QUEUE~NAME`; a URL is taken as it is."""
+        if name.startswith(("http://", "https://")):
+            return name
+        queue, separator, subscription = name.partition(SUBSCRIPTION_SEPARATOR)
+        url = self.call("get_queue_url", QueueName=queue)["QueueUrl"]
+        if not separator:
+            return url
+        for found in self.subscriptions(url):
+            if found["SubscriptionName"] == subscription:
+                return str(found["SubscriptionUrl"])
+        raise AdminError(f"{queue} has no subscription {subscription}", NO_SUCH_QUEUE)
+
+    def subscriptions(self, queue_url: str) -> list[dict[str, str]]:
+        """[{SubscriptionName, SubscriptionUrl}] of a queue (a queueserver extension)."""
+        return self.extension("QueueserverListSubscriptions", {"QueueUrl": queue_url}).get("Subscriptions", [])
 
     def call(self, operation: str, **params: Any) -> dict[str, Any]:
         """A boto3 call whose failures become AdminErrors with a meaningful exit code."""
@@ -88,11 +107,18 @@ class Admin:
             try:
                 error = json.loads(exc.read())
             except ValueError:
-                raise AdminError(f"{action}: HTTP {exc.code} (not a queueserver?)", SQS_ERROR) from None
+                raise _unsupported(action, self.endpoint) from None
             code = str(error.get("__type", "?")).rpartition("#")[2]
+            if code in _UNKNOWN_ACTION_CODES:
+                raise _unsupported(action, self.endpoint) from None
             raise _sqs_error(code, str(error.get("message", ""))) from None
         except (urllib.error.URLError, OSError):
             raise AdminError(f"cannot reach {self.endpoint}", UNREACHABLE) from None
+
+
+def _unsupported(action: str, endpoint: str) -> AdminError:
+    return AdminError(f"{action} is a queueserver extension that {endpoint} does not offer "
+                      "(AWS SQS has no peek and no subscriptions)", UNSUPPORTED)
 
 
 def _sqs_error(code: str, message: str) -> AdminError:

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from typing import Any, Callable
 
 from queueserver.admin_cli import client
-from queueserver.admin_cli.client import Admin, AdminError
+from queueserver.admin_cli import subscriptions
+from queueserver.admin_cli.client import SUBSCRIPTION_SEPARATOR, Admin, AdminError
 from queueserver.admin_cli.output import Output, error
 from queueserver.admin_cli.redrive import redrive
-
-BROWSE_ACTION = "QueueserverBrowseMessages"
+from queueserver.admin_cli.rows import BROWSE_ACTION, queue_rows
 
 
 def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
@@ -26,56 +24,16 @@ def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
     return pairs
 
 
-def _dead_letter_queue(attributes: dict[str, str]) -> str | None:
-    policy = attributes.get("RedrivePolicy")
-    return json.loads(policy)["deadLetterTargetArn"].rpartition(":")[2] if policy else None
-
-
-def _oldest_age(admin: Admin, url: str) -> int | None:
-    """Seconds since the oldest message was sent, from a browse (a queueserver extension; None elsewhere)."""
-    try:
-        messages = admin.extension(BROWSE_ACTION, {"QueueUrl": url, "MaxNumberOfMessages": 1}).get("Messages", [])
-    except AdminError as exc:
-        if exc.exit_code == client.UNREACHABLE:
-            raise
-        return None
-    if not messages:
-        return None
-    return max(0, int(time.time()) - int(messages[0]["Attributes"]["SentTimestamp"]) // 1000)
-
-
-def _queue_rows(admin: Admin, prefix: str) -> list[dict[str, Any]]:
-    urls: list[str] = []
-    params: dict[str, Any] = {"MaxResults": 1000, **({"QueueNamePrefix": prefix} if prefix else {})}
-    while True:
-        page = admin.call("list_queues", **params)
-        urls += page.get("QueueUrls", [])
-        if "NextToken" not in page:
-            break
-        params["NextToken"] = page["NextToken"]
-    rows = []
-    for url in urls:
-        try:
-            attributes = admin.call("get_queue_attributes", QueueUrl=url, AttributeNames=["All"])["Attributes"]
-        except AdminError as exc:
-            if exc.exit_code == client.NO_SUCH_QUEUE:  # deleted since the listing
-                continue
-            raise
-        rows.append({"name": url.rstrip("/").rpartition("/")[2], "url": url,
-                     "visible": int(attributes["ApproximateNumberOfMessages"]),
-                     "in_flight": int(attributes["ApproximateNumberOfMessagesNotVisible"]),
-                     "delayed": int(attributes["ApproximateNumberOfMessagesDelayed"]),
-                     "oldest_age_seconds": _oldest_age(admin, url),
-                     "dead_letter_queue": _dead_letter_queue(attributes)})
-    return rows
-
-
 def queues(admin: Admin, out: Output, args: argparse.Namespace) -> int:
-    rows = _queue_rows(admin, args.prefix)
-    out.table(rows, f"queues at {admin.endpoint}", ["name", "visible", "in flight", "delayed", "oldest age (s)",
-                                                    "dead-letter queue"],
-              [[r["name"], r["visible"], r["in_flight"], r["delayed"], r["oldest_age_seconds"],
-                r["dead_letter_queue"]] for r in rows])
+    rows = queue_rows(admin, args.prefix)
+    table = []
+    for r in rows:
+        table.append([r["name"], r["visible"], r["in_flight"], r["delayed"], r["oldest_age_seconds"],
+                      r["dead_letter_queue"]])
+        table += [[f"  {SUBSCRIPTION_SEPARATOR}{s['name']}", s["visible"], s["in_flight"], s["delayed"],
+                   s["oldest_age_seconds"], s["dead_letter_queue"]] for s in r["subscriptions"] or []]
+    out.table(rows, f"queues at {admin.endpoint} (~: a subscription)", [
+        "name", "visible", "in flight", "delayed", "oldest age (s)", "dead-letter queue"], table)
     return client.OK
 
 
@@ -154,9 +112,10 @@ def _messages(out: Output, name: str, messages: list[dict[str, Any]]) -> None:
 
 
 def stats(admin: Admin, out: Output, args: argparse.Namespace) -> int:
-    rows = _queue_rows(admin, "")
+    rows = queue_rows(admin, "")
     dead_letter_queues = {r["dead_letter_queue"] for r in rows if r["dead_letter_queue"]}
-    totals = {"queues": len(rows), "visible": sum(r["visible"] for r in rows),
+    totals = {"queues": len(rows), "subscriptions": sum(len(r["subscriptions"] or []) for r in rows),
+              "visible": sum(r["visible"] for r in rows),
               "in_flight": sum(r["in_flight"] for r in rows), "delayed": sum(r["delayed"] for r in rows),
               "dead_letter_queues": len(dead_letter_queues),
               "messages_in_dead_letter_queues": sum(r["visible"] + r["in_flight"] + r["delayed"] for r in rows
@@ -170,7 +129,9 @@ def stats(admin: Admin, out: Output, args: argparse.Namespace) -> int:
 
 Handler = Callable[[Admin, Output, argparse.Namespace], int]
 COMMANDS: dict[str, Handler] = {"queues": queues, "queue": queue, "send": send, "receive": receive,
-                                "peek": peek, "redrive": redrive, "stats": stats}
+                                "peek": peek, "redrive": redrive, "stats": stats,
+                                "subscriptions": subscriptions.subscriptions,
+                                "subscription": subscriptions.subscription}
 
 
 def add_commands(commands: Any) -> None:
@@ -214,6 +175,7 @@ def add_commands(commands: Any) -> None:
     d.add_argument("--rate", type=int, help="MaxNumberOfMessagesPerSecond")
     d.add_argument("--interval", type=float, default=0.5, help="seconds between progress polls (default 0.5)")
     command("stats", "totals over all queues")
+    subscriptions.add_commands(command)
 
 
 def run(args: argparse.Namespace) -> int:

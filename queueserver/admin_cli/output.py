@@ -41,7 +41,8 @@ class Output:
 
         table = Table(title=title, title_justify="left")
         for column in columns:
-            text = column in {"name", "body", "attribute", "value", "message id", "state", "dead-letter queue"}
+            text = column in {"name", "url", "body", "attribute", "value", "message id", "state",
+                              "dead-letter queue"}
             table.add_column(column, justify="left" if text else "right", overflow="fold")
         for row in rows:
             table.add_row(*("-" if cell is None else str(cell) for cell in row))

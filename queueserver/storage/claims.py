@@ -124,6 +124,14 @@ def mark_dead_lettered(conn: sqlite3.Connection, row_ids: list[int], target: Dea
                      [(target.source_arn, i) for i in row_ids])
 
 
+# A shared body nothing refers to any more: neither the queue's own row (id = body_id, kept out of
+# messages_by_body by migration 0004) nor a subscription's delivery (in messages_by_body).
+_DELETE_UNSHARED_BODY = (
+    "DELETE FROM message_bodies WHERE id = ?1"
+    " AND NOT EXISTS (SELECT 1 FROM messages WHERE id = ?1 AND body_id = ?1)"
+    " AND NOT EXISTS (SELECT 1 FROM messages INDEXED BY messages_by_body WHERE body_id = ?1 AND body_id <> id)")
+
+
 def _own_bodies_for_shared(conn: sqlite3.Connection, row_ids: list[int]) -> None:
     """A dead-lettered delivery of a shared body (a subscription's, issue 22) gets a copy of its own,
     id -row id, so that its DeadLetterQueueSourceArn is not the other receivers' too."""
@@ -137,5 +145,4 @@ def _own_bodies_for_shared(conn: sqlite3.Connection, row_ids: list[int]) -> None
             " SELECT ?, message_id, body, md5_of_body, attributes, trace_header, sent_at_ms, sender_id,"
             " deduplication_id, dead_letter_source_arn FROM message_bodies WHERE id = ?", (-row_id, shared[0]))
         conn.execute("UPDATE messages SET body_id = ? WHERE id = ?", (-row_id, row_id))
-        conn.execute("DELETE FROM message_bodies WHERE id = ?1 AND NOT EXISTS"
-                     " (SELECT 1 FROM messages INDEXED BY messages_by_body WHERE body_id = ?1)", shared)
+        conn.execute(_DELETE_UNSHARED_BODY, shared)

@@ -3,8 +3,8 @@
 A subscription is a queue row of its own (named `<queue>~<name>`, see models.SUBSCRIPTION_SEPARATOR),
 so its deliveries are ordinary narrow `messages` rows and every receive, delete, visibility change,
 dead-letter move and retention sweep works on them unchanged. They point at the queue's body through
-`body_id` (the queue's own row too), and the delete of the last one takes the body (the triggers
-of migration 0003).
+`body_id` (the queue's own row too, with body_id = id), and the delete of the last one takes the
+body (the triggers of migrations 0003 and 0004; the queue's own row stays out of messages_by_body).
 """
 
 from __future__ import annotations

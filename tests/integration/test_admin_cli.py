@@ -1,12 +1,14 @@
-"""The admin CLI (`queueserver queues|queue|send|receive|peek|redrive|stats`) against a real server."""
+"""The admin CLI (`queueserver queues|queue|send|receive|peek|redrive|stats|subscription(s)`) against a real server."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -209,3 +211,131 @@ def test_ctrl_c_cancels_the_redrive_task(admin_server: serverproc.Server, sqs: A
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     task = sqs.list_message_move_tasks(SourceArn=dlq_arn, MaxResults=1)["Results"][0]
     assert task["Status"] == "CANCELLED"
+
+
+# -- subscriptions (issue 22): `subscriptions`, `subscription create|delete`, and a subscription anywhere a
+# queue is taken, as QUEUE~NAME or its URL
+
+def test_subscription_create_is_idempotent_subscriptions_lists_each_with_its_counts_and_delete_takes_three_forms(
+        admin_server: serverproc.Server, sqs: Any) -> None:
+    name, url = _queue(admin_server)
+    sqs.send_message(QueueUrl=url, MessageBody="before")
+    billing = cli_json(admin_server, "subscription", "create", name, "billing")["SubscriptionUrl"]
+    assert billing == url + "~billing"
+    assert cli_json(admin_server, "subscription", "create", name, "billing") == {"SubscriptionUrl": billing}
+    audit = cli_json(admin_server, "subscription", "create", name, "audit", "--start-from", "all")["SubscriptionUrl"]
+    mail = cli_json(admin_server, "subscription", "create", name, "mail")["SubscriptionUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="after")
+    sqs.receive_message(QueueUrl=audit, MaxNumberOfMessages=1, VisibilityTimeout=600)
+    rows = cli_json(admin_server, "subscriptions", name)
+    assert [(r["name"], r["url"], r["visible"], r["in_flight"], r["delayed"]) for r in rows] == [
+        ("audit", audit, 1, 1, 0), ("billing", billing, 1, 0, 0), ("mail", mail, 1, 0, 0)]
+    table = cli(admin_server, "subscriptions", name)
+    assert table.returncode == 0 and billing in table.stdout and "in flight" in table.stdout
+
+    assert cli_json(admin_server, "subscription", "delete", name, "billing") == {"deleted": billing}
+    assert cli_json(admin_server, "subscription", "delete", f"{name}~audit") == {"deleted": audit}
+    assert cli_json(admin_server, "subscription", "delete", mail) == {"deleted": mail}
+    assert cli_json(admin_server, "subscriptions", name) == []
+    assert int(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+               ["Attributes"]["ApproximateNumberOfMessages"]) == 2  # the queue's own messages stay
+
+
+def test_subscription_commands_refuse_what_is_not_a_subscription_with_meaningful_exit_codes(
+        admin_server: serverproc.Server) -> None:
+    name, url = _queue(admin_server)
+    missing = cli(admin_server, "subscription", "delete", name, "nobody", "--json")
+    assert missing.returncode == 4 and missing.stdout == "" and f"{name} has no subscription nobody" in missing.stderr
+    assert cli(admin_server, "receive", f"{name}~nobody").returncode == 4
+    assert cli(admin_server, "subscriptions", name + "-absent").returncode == 4
+    not_one = cli(admin_server, "subscription", "delete", name)
+    assert not_one.returncode == 2 and "names a queue" in not_one.stderr
+    assert cli(admin_server, "subscription", "create", name).returncode == 2
+    bad_name = cli(admin_server, "subscription", "create", name, "no spaces")
+    assert bad_name.returncode == 1 and "InvalidParameterValue" in bad_name.stderr
+    billing = cli_json(admin_server, "subscription", "create", name, "billing")["SubscriptionUrl"]
+    nested = cli(admin_server, "subscription", "create", billing, "deeper")
+    assert nested.returncode == 1 and "no subscriptions of its own" in nested.stderr
+    sent = cli(admin_server, "send", f"{name}~billing", "x")
+    assert sent.returncode == 1 and "UnsupportedOperation" in sent.stderr
+
+
+def test_receive_peek_purge_and_attributes_work_on_a_subscription_named_queue_tilde_name_or_by_its_url(
+        admin_server: serverproc.Server, sqs: Any) -> None:
+    name, url = _queue(admin_server)
+    billing = cli_json(admin_server, "subscription", "create", name, "billing")["SubscriptionUrl"]
+    for body in ("a", "b", "c"):
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+    for address in (f"{name}~billing", billing):
+        assert [m["Body"] for m in cli_json(admin_server, "peek", address)] == ["a", "b", "c"]
+    received = cli_json(admin_server, "receive", f"{name}~billing", "--max", "2", "--delete")
+    assert len(received) == 2
+    rest = cli_json(admin_server, "peek", billing)
+    assert [m["Body"] for m in rest] == sorted({"a", "b", "c"} - {m["Body"] for m in received})
+    assert [m["Body"] for m in cli_json(admin_server, "peek", name)] == ["a", "b", "c"]  # the queue's own: untouched
+
+    changed = cli_json(admin_server, "queue", "attributes", f"{name}~billing", "--set", "VisibilityTimeout=77")
+    assert changed["VisibilityTimeout"] == "77" and changed["QueueArn"].endswith(f":{name}~billing")
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])["Attributes"] == \
+        {"VisibilityTimeout": "30"}
+    assert cli_json(admin_server, "queue", "purge", billing) == {"purged": billing}
+    assert cli_json(admin_server, "peek", billing) == []
+    assert len(cli_json(admin_server, "peek", name)) == 3
+
+
+def test_queues_lists_each_queues_subscriptions_with_their_own_counts_and_stats_counts_them(
+        admin_server: serverproc.Server, sqs: Any) -> None:
+    prefix = unique_queue_name()
+    url = sqs.create_queue(QueueName=prefix + "-orders")["QueueUrl"]
+    sqs.create_queue(QueueName=prefix + "-plain")
+    for subscription in ("billing", "audit"):
+        cli_json(admin_server, "subscription", "create", prefix + "-orders", subscription)
+    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": str(i)} for i in range(3)])
+    sqs.receive_message(QueueUrl=url + "~audit", MaxNumberOfMessages=2, VisibilityTimeout=600)
+    rows = {r["name"]: r for r in cli_json(admin_server, "queues", "--prefix", prefix)}
+    assert set(rows) == {prefix + "-orders", prefix + "-plain"}  # a subscription is not a queue of its own
+    assert rows[prefix + "-plain"]["subscriptions"] == []
+    orders = rows[prefix + "-orders"]
+    assert orders["visible"] == 3
+    assert [(s["name"], s["url"], s["visible"], s["in_flight"], s["delayed"]) for s in orders["subscriptions"]] \
+        == [("audit", url + "~audit", 1, 2, 0), ("billing", url + "~billing", 3, 0, 0)]
+    table = cli(admin_server, "queues", "--prefix", prefix)
+    lines = table.stdout.splitlines()
+    orders_line = next(i for i, line in enumerate(lines) if prefix + "-orders" in line)
+    assert "~audit" in lines[orders_line + 1] and "~billing" in lines[orders_line + 2]  # indented under it
+    totals = cli_json(admin_server, "stats")
+    assert totals["subscriptions"] == sum(len(r["subscriptions"]) for r in cli_json(admin_server, "queues"))
+    assert totals["subscriptions"] >= 2
+
+
+class _WithoutExtensions(http.server.BaseHTTPRequestHandler):
+    """An SQS endpoint without queueserver's extensions: AWS's answer to an action it does not know."""
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = b'{"__type":"com.amazon.coral.service#UnknownOperationException","message":null}'
+        self.send_response(400)
+        self.send_header("Content-Type", "application/x-amz-json-1.0")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_against_an_endpoint_without_the_extension_subscription_commands_exit_6_saying_so() -> None:
+    endpoint = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _WithoutExtensions)
+    thread = threading.Thread(target=endpoint.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{endpoint.server_address[1]}/123456789012/orders"
+        for args in (["subscriptions", url], ["subscription", "delete", url + "~billing"], ["peek", url]):
+            done = subprocess.run([sys.executable, "-m", "queueserver", *args, "--json", "--endpoint", url],
+                                  cwd=serverproc.REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=60)
+            assert done.returncode == 6 and done.stdout == "", done.stderr
+            assert "is a queueserver extension" in done.stderr and "does not offer" in done.stderr
+    finally:
+        endpoint.shutdown()
+        endpoint.server_close()
+        thread.join()

@@ -1,5 +1,5 @@
-"""Migration 0003 (subscriptions, issue 22) on a real SQLite file: forward from a version-2 database
-with messages in it, and the shared-body bookkeeping its triggers do."""
+"""Migrations 0003 and 0004 (subscriptions, issue 22) on a real SQLite file: forward from a version-2
+and a version-3 database with messages in it, and the shared-body bookkeeping their triggers do."""
 
 from __future__ import annotations
 
@@ -12,8 +12,12 @@ from queueserver.storage.migrations import available_migrations, migrate, schema
 
 
 def _at_version_2(path: Path) -> sqlite3.Connection:
+    return _at_version(path, 2)
+
+
+def _at_version(path: Path, wanted: int) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None)
-    for version, _, script in available_migrations()[:2]:
+    for version, _, script in available_migrations()[:wanted]:
         for statement in split_statements(script):
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {version}")
@@ -28,7 +32,7 @@ def test_a_version_2_database_keeps_its_messages_and_their_bodies_still_go_with_
     conn = _at_version_2(tmp_path / "q.db")
     old = NewMessage(body="old", md5_of_body="m", delay_seconds=0)
     message_store.insert_messages(conn, 1, [(1, "id-1", old), (2, "id-2", old)], 1_000, "s")
-    assert migrate(conn) == schema_version(conn) == 3
+    assert migrate(conn) == schema_version(conn) == 4
     assert conn.execute("SELECT body_id FROM messages ORDER BY id").fetchall() == [(None,), (None,)]
     conn.execute("DELETE FROM messages WHERE id = 1")
     assert conn.execute("SELECT id FROM message_bodies").fetchall() == [(2,)]
@@ -64,4 +68,29 @@ def test_starting_from_all_adds_a_delivery_of_every_held_message_in_the_queues_o
     assert _count(conn, "message_bodies") == 2  # the subscription still holds them
     conn.execute("DELETE FROM messages")
     assert _count(conn, "message_bodies") == 0
+    conn.close()
+
+
+def _indexed_body_ids(conn: sqlite3.Connection) -> list[int]:
+    """The body ids messages_by_body holds, read from the index itself."""
+    return [row[0] for row in conn.execute(
+        "SELECT body_id FROM messages INDEXED BY messages_by_body WHERE body_id > 0 AND body_id <> id ORDER BY id")]
+
+
+def test_version_4_keeps_the_queues_own_row_out_of_the_body_index_and_its_body_still_waits_for_every_delivery(
+        tmp_path: Path) -> None:
+    conn = _at_version(tmp_path / "q.db", 3)
+    message = NewMessage(body="shared", md5_of_body="m", delay_seconds=0)
+    subscriptions.insert_fanned_out(conn, 1, [(10, "id-10", message)], [(11, 2, 10), (12, 3, 10)], 1_000, "s")
+    assert migrate(conn) == schema_version(conn) == 4
+    index = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages_by_body'").fetchone()[0]
+    assert "body_id <> id" in index
+    assert _indexed_body_ids(conn) == [10, 10]  # the deliveries 11 and 12 answer through the index
+    for row_id, bodies_left in ((11, 1), (10, 1), (12, 0)):  # the queue's row neither first nor last
+        conn.execute("DELETE FROM messages WHERE id = ?", (row_id,))
+        assert _count(conn, "message_bodies") == bodies_left
+    subscriptions.insert_fanned_out(conn, 1, [(20, "id-20", message)], [(21, 2, 20)], 1_000, "s")
+    for row_id, bodies_left in ((21, 1), (20, 0)):  # the queue's row last: found by its primary key
+        conn.execute("DELETE FROM messages WHERE id = ?", (row_id,))
+        assert _count(conn, "message_bodies") == bodies_left
     conn.close()
