@@ -1,13 +1,44 @@
-"""One protocol-neutral exception tree.
+"""The one exception tree of queueserver.
 
-The engine and the handlers raise these with a message and nothing about HTTP;
-`protocol/error_codes.py` is the one table that turns each class into wire codes.
+Everything the server raises on purpose derives from `QueueserverError`; the wire errors
+derive from `SQSError`, which `protocol/error_codes.py` (the one table) turns into SQS codes.
+The engine and the handlers raise these with a message and nothing about HTTP.
+
+    QueueserverError
+     ├── SQSError .................... answered to the client as an SQS error (4xx/5xx)
+     │    ├── QueueDoesNotExist, QueueDeletedRecently, QueueNameExists, PurgeQueueInProgress
+     │    ├── OverLimit, ReceiptHandleIsInvalid, MessageNotInflight
+     │    ├── InvalidAttributeName, InvalidAttributeValue, InvalidMessageContents
+     │    ├── TooManyEntriesInBatchRequest, EmptyBatchRequest, BatchEntryIdsNotDistinct,
+     │    │   InvalidBatchEntryId, BatchRequestTooLong
+     │    ├── UnsupportedOperation, ResourceNotFound, InvalidParameterValue, MissingParameter
+     │    ├── InvalidAction, MissingAction, UnknownOperation, SerializationError, RequestTooLarge
+     │    ├── AccessDenied, MissingAuthenticationToken, IncompleteSignature, InvalidClientTokenId,
+     │    │   SignatureDoesNotMatch, RequestExpired
+     │    └── ServiceUnavailable, InternalError
+     ├── StartupError ................ the database cannot be served (the server does not start)
+     │    └── SchemaTooNew
+     ├── ConfigError (ValueError) .... a setting or a declared queue that cannot be used
+     ├── CredentialsError (ValueError) the credentials file cannot be used
+     ├── PolicyError (ValueError) .... a queue or identity policy that does not parse
+     │    └── ConditionError
+     ├── ConsoleError ................ an SQS error met by a console action, kept with its code
+     └── ClientError ................. raised by the client libraries, on the caller's side of the wire
+          (defined in their packages, which users import without the server:
+          admin_cli.AdminError, testing.QueueServerError, consumer HandlerInterrupted,
+          spark.QueueWriteError, spark.BrowseNotSupported, spark.PySparkMissing)
+
+The ValueError bases stay so that code validating user input with `except ValueError` keeps working.
 """
 
 from __future__ import annotations
 
 
-class SQSError(Exception):
+class QueueserverError(Exception):
+    """The root: `except QueueserverError` catches every error queueserver raises on purpose."""
+
+
+class SQSError(QueueserverError):
     """An error answered to the client (a 4xx or 5xx with an SQS error code)."""
 
     def __init__(self, message: str) -> None:
@@ -158,6 +189,45 @@ class ServiceUnavailable(SQSError):
 class InternalError(SQSError):
     def __init__(self, message: str = "We encountered an internal error. Please try again.") -> None:
         super().__init__(message)
+
+
+class StartupError(QueueserverError):
+    """The database cannot be served; the message says why and what to do."""
+
+
+class SchemaTooNew(StartupError):
+    """The database was migrated by a newer queueserver than this one."""
+
+
+class ConfigError(QueueserverError, ValueError):
+    """A setting or queue that cannot be used; the message names the key and the problem in one line."""
+
+
+class CredentialsError(QueueserverError, ValueError):
+    """The credentials file cannot be used; the message names the key and the field."""
+
+
+class PolicyError(QueueserverError, ValueError):
+    """A policy document that does not parse or uses what this server does not support."""
+
+
+class ConditionError(PolicyError):
+    """A policy's Condition block that does not parse."""
+
+
+class ConsoleError(QueueserverError):
+    """An SQS error raised by a console action, with the code a client would have seen."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class ClientError(QueueserverError):
+    """The base of the client libraries' errors (admin CLI, testing, consumer, spark).
+
+    Those classes live in their own packages because users import them without the server."""
 
 
 def invalid_value(name: str, value: object, reason: str) -> InvalidParameterValue:

@@ -8,6 +8,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from queueserver.errors import ClientError
+
 DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
 
 # Exit codes (README, Admin CLI).
@@ -22,8 +24,8 @@ INTERRUPTED = 130  # Ctrl-C; a redrive's task was cancelled
 _MISSING_QUEUE_CODES = {"QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue"}
 
 
-class AdminError(Exception):
-    """A failed command: what to print and the exit code."""
+class AdminError(ClientError):
+    """A failed command: what to print and the exit code (a ClientError: the CLI is a client of the SQS API)."""
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)

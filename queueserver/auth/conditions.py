@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-
-class ConditionError(ValueError):
-    pass
+from queueserver.errors import ConditionError
 
 
 def _like(pattern: str, value: str) -> bool:

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from queueserver.errors import ClientError
+
 log = logging.getLogger(__name__)
 
 DEFAULT_REGION = "us-east-1"
@@ -30,7 +32,7 @@ BROWSE_ACTION = "QueueserverBrowseMessages"
 BROWSE_PAGE_MAX = 1000  # the extension's MaxNumberOfMessages limit
 
 
-class BrowseNotSupported(RuntimeError):
+class BrowseNotSupported(ClientError, RuntimeError):
     """The endpoint does not offer queueserver's browse extension (AWS SQS, another server)."""
 
 

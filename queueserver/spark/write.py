@@ -35,6 +35,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from queueserver.consumer.sqs_calls import per_entry
+from queueserver.errors import ClientError
 from queueserver.spark.options import WriteSettings
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ MAX_REPORTED_FAILURES = 100  # per partition; the count is always complete
 RETRIES = 3  # for entries that failed on SQS's side (SenderFault false)
 
 
-class QueueWriteError(RuntimeError):
+class QueueWriteError(ClientError, RuntimeError):
     """Some rows were not sent; `failures` lists (partition, row index, code, message) for each."""
 
     def __init__(self, queue: str, failed: int, total: int, failures: list[tuple[int, int, str, str]]) -> None:

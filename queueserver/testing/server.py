@@ -24,6 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Callable, TypeVar
 
+from queueserver.errors import ClientError
+
 T = TypeVar("T")
 
 DEFAULT_REGION = "us-east-1"
@@ -32,8 +34,10 @@ _READY = "READY "
 _BROWSE_PAGE = 1000
 
 
-class QueueServerError(RuntimeError):
-    """The server did not start, did not stop, or answered a helper call with an error."""
+class QueueServerError(ClientError, RuntimeError):
+    """The server did not start, did not stop, or answered a helper call with an error.
+
+    A ClientError: the harness sees the server from outside, as a process and HTTP."""
 
 
 class QueueServer:
