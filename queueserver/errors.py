@@ -25,8 +25,11 @@ The engine and the handlers raise these with a message and nothing about HTTP.
      ├── ConsoleError ................ an SQS error met by a console action, kept with its code
      └── ClientError ................. raised by the client libraries, on the caller's side of the wire
           (defined in their packages, which users import without the server:
-          admin_cli.AdminError, testing.QueueServerError, consumer HandlerInterrupted,
+          admin_cli.AdminError, testing.QueueServerError,
           spark.QueueWriteError, spark.BrowseNotSupported, spark.PySparkMissing)
+
+Outside the tree: `consumer.threads.HandlerInterrupted` (an Exception). The consumer imports
+nothing of queueserver but its clock, so that it runs unchanged against AWS SQS.
 
 The ValueError bases stay so that code validating user input with `except ValueError` keeps working.
 """
@@ -225,7 +228,7 @@ class ConsoleError(QueueserverError):
 
 
 class ClientError(QueueserverError):
-    """The base of the client libraries' errors (admin CLI, testing, consumer, spark).
+    """The base of the client libraries' errors (admin CLI, testing, spark).
 
     Those classes live in their own packages because users import them without the server."""
 

@@ -9,6 +9,7 @@ import urllib.request
 from typing import Any
 
 from queueserver.errors import ClientError
+from queueserver.limits import DEFAULT_REGION
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
 
@@ -45,7 +46,7 @@ class Admin:
         from botocore.credentials import Credentials
 
         session = boto3.session.Session()
-        self.region = region or session.region_name or "us-east-1"
+        self.region = region or session.region_name or DEFAULT_REGION
         # A local queueserver accepts any key; AWS needs real ones, found the usual way.
         self._credentials = session.get_credentials() or Credentials("queueserver", "queueserver")
         frozen = self._credentials.get_frozen_credentials()

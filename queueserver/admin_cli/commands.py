@@ -12,8 +12,7 @@ from queueserver.admin_cli import client
 from queueserver.admin_cli.client import Admin, AdminError
 from queueserver.admin_cli.output import Output, error
 from queueserver.admin_cli.redrive import redrive
-
-BROWSE_ACTION = "QueueserverBrowseMessages"
+from queueserver.extensions import BROWSE_ACTION
 
 
 def _pairs(values: list[str] | None, option: str) -> dict[str, str]:

@@ -16,14 +16,12 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from queueserver.errors import ClientError
-
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
-class HandlerInterrupted(ClientError):
+class HandlerInterrupted(Exception):
     """A call in a pool thread raised a BaseException (SystemExit, KeyboardInterrupt…).
 
     It is turned into an ordinary exception so that it fails one message instead of

@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable
 from urllib.parse import unquote
 
 from queueserver import errors
+from queueserver import extensions as ext
 from queueserver.auth import Authenticator, Caller, Signed
 from queueserver.models import uuid4_string
 from queueserver.protocol import extension_actions, message_actions as m, queue_actions as q, redrive_actions as r
@@ -49,10 +50,10 @@ ACTIONS: dict[str, Handler] = {
     "StartMessageMoveTask": r.start_message_move_task,
     "ListMessageMoveTasks": r.list_message_move_tasks,
     "CancelMessageMoveTask": r.cancel_message_move_task,
-    extension_actions.BROWSE_ACTION: extension_actions.browse_messages,
-    extension_actions.CREATE_SUBSCRIPTION_ACTION: extension_actions.create_subscription,
-    extension_actions.DELETE_SUBSCRIPTION_ACTION: extension_actions.delete_subscription,
-    extension_actions.LIST_SUBSCRIPTIONS_ACTION: extension_actions.list_subscriptions,
+    ext.BROWSE_ACTION: extension_actions.browse_messages,
+    ext.CREATE_SUBSCRIPTION_ACTION: extension_actions.create_subscription,
+    ext.DELETE_SUBSCRIPTION_ACTION: extension_actions.delete_subscription,
+    ext.LIST_SUBSCRIPTIONS_ACTION: extension_actions.list_subscriptions,
 }
 
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/,\s]+)/")
@@ -63,8 +64,8 @@ _QUEUE_SCOPED = frozenset({
     "GetQueueAttributes", "SetQueueAttributes", "DeleteQueue", "PurgeQueue", "TagQueue", "UntagQueue",
     "ListQueueTags", "AddPermission", "RemovePermission", "SendMessage", "SendMessageBatch", "ReceiveMessage",
     "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch",
-    "ListDeadLetterSourceQueues", extension_actions.BROWSE_ACTION, extension_actions.CREATE_SUBSCRIPTION_ACTION,
-    extension_actions.LIST_SUBSCRIPTIONS_ACTION,
+    "ListDeadLetterSourceQueues", ext.BROWSE_ACTION, ext.CREATE_SUBSCRIPTION_ACTION,
+    ext.LIST_SUBSCRIPTIONS_ACTION,
 })
 
 

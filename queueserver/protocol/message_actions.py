@@ -20,11 +20,7 @@ _BODY_ALONE = frozenset({"MessageBody", "Id", "QueueUrl"})  # a batch entry's or
 _DELAY_REASON = "DelaySeconds must be >= 0 and <= 900."
 _NO_DEDUPLICATION_ID = ("The queue should either have ContentBasedDeduplication enabled or "
                         "MessageDeduplicationId provided explicitly")
-_VISIBILITY_REASON = "VisibilityTimeout must be an integer between 0 and 43200."
-_SYSTEM_ATTRIBUTES = (
-    "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
-    "AWSTraceHeader", "MessageGroupId", "MessageDeduplicationId", "SequenceNumber", "DeadLetterQueueSourceArn",
-)
+_VISIBILITY_REASON = f"VisibilityTimeout must be an integer between 0 and {limits.MAX_VISIBILITY_TIMEOUT_SECONDS}."
 
 
 # -- send ------------------------------------------------------------------------

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from queueserver.consumer.heartbeat import CAP_SAFETY_MARGIN_MS
-from queueserver.consumer.policies import MAX_VISIBILITY_SECONDS
 from queueserver.consumer.sqs_calls import BATCH_SIZE, describe_failure, per_entry
+from queueserver.limits import MAX_VISIBILITY_TIMEOUT_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ class VisibilityHeartbeat:
         plan: list[tuple[Held, int]] = []
         capped: list[Held] = []
         for h in self._held.snapshot():
-            allowed = int(MAX_VISIBILITY_SECONDS - (now - h.received_at) - CAP_SAFETY_MARGIN_MS / 1000)
+            allowed = int(MAX_VISIBILITY_TIMEOUT_SECONDS - (now - h.received_at) - CAP_SAFETY_MARGIN_MS / 1000)
             if allowed <= 0:
                 capped.append(h)
             else:

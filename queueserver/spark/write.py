@@ -58,14 +58,12 @@ class QueueWriteError(ClientError, RuntimeError):
 
 @dataclass
 class SentMessages(WriterCommitMessage):  # type: ignore[misc]
-    """What one task did: rows sent, rows refused (with reasons), first and last message ids."""
+    """What one task did: rows sent, rows refused (with reasons)."""
 
     partition: int
     sent: int = 0
     failed: int = 0
     failures: list[tuple[int, int, str, str]] = field(default_factory=list)
-    first_message_id: str | None = None
-    last_message_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -169,8 +167,6 @@ def _send(client: Any, plan: _Plan, pending: list[tuple[int, dict[str, Any], int
         response = client.send_message_batch(QueueUrl=plan.queue_url, Entries=entries)
         for ok in sorted(response.get("Successful", []), key=lambda e: int(e["Id"])):
             result.sent += 1
-            result.first_message_id = result.first_message_id or ok["MessageId"]
-            result.last_message_id = ok["MessageId"]
         retry = []
         for item, failure in zip(todo, per_entry(len(todo), response), strict=True):
             if failure is None:

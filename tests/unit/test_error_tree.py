@@ -28,8 +28,13 @@ def _exception_classes_outside_errors() -> dict[str, list[str]]:
     return found
 
 
+# The consumer imports nothing of queueserver but its clock (it runs against AWS unchanged).
+STANDALONE = {"consumer/threads.py:HandlerInterrupted"}
+
+
 def test_every_exception_class_outside_errors_py_is_a_client_library_error() -> None:
-    strays = {name: bases for name, bases in _exception_classes_outside_errors().items() if "ClientError" not in bases}
+    strays = {name: bases for name, bases in _exception_classes_outside_errors().items()
+              if "ClientError" not in bases and name not in STANDALONE}
     assert strays == {}
 
 
