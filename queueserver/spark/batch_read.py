@@ -12,7 +12,7 @@
   raw material of `queueserver.spark.consume()`, which materialises the DataFrame once,
   runs your function and deletes only if it returned. Why not a mode that deletes as it
   reads: it would be at-most-once (a failing job would lose what it had read), the
-  complaint SPARK.md section 7 found against most SQS connectors.
+  common complaint against SQS connectors that do.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Why failures travel back in the commit message instead of failing the task: a failed
 task is retried by Spark and would send its partition's rows a second time (a queue
-has no transaction to roll back, SPARK.md section 5). So a task sends what it can,
+has no transaction to roll back). So a task sends what it can,
 retries entries SQS failed on its own side, records the rows SQS refused (too long,
 invalid characters, a missing group id…) and returns; `commit()` on the driver then
 raises `QueueWriteError` naming each refused row, and `save()` fails with it. Nothing
