@@ -3,7 +3,7 @@
 Each field is a setting; its metadata gives the help text and, where it differs from the
 field's name, the public name. The command-line option (`--max-body-bytes`), the config
 file key (`max_body_bytes`) and the environment variable (`QUEUESERVER_MAX_BODY_BYTES`)
-are all derived from that one declaration (see settings_sources.py), so a new field is a
+are all derived from that one declaration (see config_sources.py), so a new field is a
 new setting everywhere without more code.
 """
 
