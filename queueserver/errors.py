@@ -44,14 +44,19 @@ class QueueserverError(Exception):
 class SQSError(QueueserverError):
     """An error answered to the client (a 4xx or 5xx with an SQS error code)."""
 
-    def __init__(self, message: str) -> None:
+    default_message: str | None = None  # AWS's fixed text, for the errors that have one
+
+    def __init__(self, message: str | None = None) -> None:
+        if message is None:
+            if self.default_message is None:
+                raise TypeError(f"{type(self).__name__} needs a message")
+            message = self.default_message
         super().__init__(message)
         self.message = message
 
 
 class QueueDoesNotExist(SQSError):
-    def __init__(self, message: str = "The specified queue does not exist.") -> None:
-        super().__init__(message)
+    default_message = "The specified queue does not exist."
 
 
 class QueueDeletedRecently(SQSError):
@@ -75,8 +80,7 @@ class ReceiptHandleIsInvalid(SQSError):
 
 
 class MessageNotInflight(SQSError):
-    def __init__(self, message: str = "Message does not exist or is not available for visibility timeout change.") -> None:
-        super().__init__(message)
+    default_message = "Message does not exist or is not available for visibility timeout change."
 
 
 class InvalidAttributeName(SQSError):
@@ -154,8 +158,7 @@ class RequestTooLarge(SQSError):
 class MissingAuthenticationToken(SQSError):
     """Credentials are on and the request carries no signature at all."""
 
-    def __init__(self, message: str = "Request is missing Authentication Token") -> None:
-        super().__init__(message)
+    default_message = "Request is missing Authentication Token"
 
 
 class IncompleteSignature(SQSError):
@@ -165,24 +168,21 @@ class IncompleteSignature(SQSError):
 class InvalidClientTokenId(SQSError):
     """The access key (or a session token, which this server never issues) is unknown."""
 
-    def __init__(self, message: str = "The security token included in the request is invalid.") -> None:
-        super().__init__(message)
+    default_message = "The security token included in the request is invalid."
 
 
 class SignatureDoesNotMatch(SQSError):
     """The signature is not the one the secret gives, or its time is outside the window."""
 
-    def __init__(self, message: str = (
-            "The request signature we calculated does not match the signature you provided. Check your AWS "
-            "Secret Access Key and signing method. Consult the service documentation for details.")) -> None:
-        super().__init__(message)
+    default_message = (
+        "The request signature we calculated does not match the signature you provided. Check your AWS "
+        "Secret Access Key and signing method. Consult the service documentation for details.")
 
 
 class RequestExpired(SQSError):
     """A presigned URL used after its X-Amz-Expires."""
 
-    def __init__(self, message: str = "Request has expired.") -> None:
-        super().__init__(message)
+    default_message = "Request has expired."
 
 
 class ServiceUnavailable(SQSError):
@@ -190,8 +190,7 @@ class ServiceUnavailable(SQSError):
 
 
 class InternalError(SQSError):
-    def __init__(self, message: str = "We encountered an internal error. Please try again.") -> None:
-        super().__init__(message)
+    default_message = "We encountered an internal error. Please try again."
 
 
 class StartupError(QueueserverError):
