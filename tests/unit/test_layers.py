@@ -1,4 +1,4 @@
-"""The layering rules of DESIGN.md, checked by walking every module's imports."""
+"""The layering rules (which layer may import which), checked by walking every module's imports."""
 
 from __future__ import annotations
 

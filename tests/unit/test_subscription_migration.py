@@ -1,4 +1,4 @@
-"""Migration 0003 (subscriptions, issue 22) on a real SQLite file: forward from a version-2 database
+"""Migration 0003 (subscriptions) on a real SQLite file: forward from a version-2 database
 with messages in it, and the shared-body bookkeeping its triggers do."""
 
 from __future__ import annotations
