@@ -2,6 +2,8 @@
 
 `handle` takes the parts of an HTTP request and returns status, headers and body,
 so the HTTP adapter stays thin and a handler never knows which protocol came in.
+Every protocol takes the same path (`Dispatcher._run`: authenticate, find and check the
+action, decode, run, render); `codecs.py` holds only what differs between them.
 """
 
 from __future__ import annotations
