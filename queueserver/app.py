@@ -1,8 +1,8 @@
 """The HTTP adapter: HTTP in, Dispatcher, HTTP out; plus /metrics, /health, /ready and the test clock.
 
 The SQS endpoint is a plain ASGI callable that builds the request from the ASGI scope:
-it is every request's path, and starlette's Request/Response/routing cost ~22 µs a
-request there (measured: 20.4k vs 35–37k req/s for a trivial endpoint on this uvicorn).
+it is every request's path, and starlette's Request/Response/routing would cost more than
+the protocol work there (scripts/BENCHMARKS.md, "Measurements behind code choices").
 Starlette serves the rest (the test clock), where convenience matters more.
 """
 

@@ -12,7 +12,8 @@ from queueserver.admin_cli import COMMANDS as ADMIN_COMMANDS
 from queueserver.admin_cli import add_commands as add_admin_commands
 from queueserver.admin_cli import run as run_admin
 from queueserver.config import ServerConfig
-from queueserver.config_sources import ConfigError, add_options, load
+from queueserver.config_sources import add_options, load
+from queueserver.errors import ConfigError, CredentialsError, StartupError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,7 +49,6 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_worker(args)
     from queueserver.storage import admin
-    from queueserver.storage.sqlite_file import StartupError
 
     try:
         if args.command == "backup":
@@ -70,9 +70,6 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(args: argparse.Namespace) -> int:
     """Exit 2 with one line on stderr if the settings, the config file or the database cannot be used."""
     from queueserver.server import run
-    from queueserver.storage.sqlite_file import StartupError
-
-    from queueserver.auth import CredentialsError
 
     try:
         config = load(vars(args), os.environ)

@@ -26,15 +26,22 @@ class Clock(Protocol):
         ...
 
 
-class SystemClock:
-    """The wall clock."""
+class LoopClock:
+    """A clock of real time whose timers run on the running event loop; subclasses say which time."""
 
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000
+        raise NotImplementedError
 
     def call_at(self, at_ms: int, callback: Callable[[], None]) -> Cancellable:
         delay = max(0.0, (at_ms - self.now_ms()) / 1000)
         return asyncio.get_running_loop().call_later(delay, callback)
+
+
+class SystemClock(LoopClock):
+    """The wall clock."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
 
 
 class _ManualTimer:

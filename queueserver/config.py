@@ -3,7 +3,7 @@
 Each field is a setting; its metadata gives the help text and, where it differs from the
 field's name, the public name. The command-line option (`--max-body-bytes`), the config
 file key (`max_body_bytes`) and the environment variable (`QUEUESERVER_MAX_BODY_BYTES`)
-are all derived from that one declaration (see settings_sources.py), so a new field is a
+are all derived from that one declaration (see config_sources.py), so a new field is a
 new setting everywhere without more code.
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from queueserver.limits import DEFAULT_ACCOUNT, DEFAULT_REGION, IN_FLIGHT_LIMIT
 
 
 def setting(default: Any, help: str, *, name: str = "", group: str = "", choices: tuple[str, ...] = (),
@@ -42,15 +44,15 @@ class ServerConfig:
     db_path: str = setting("queueserver.db", "SQLite database file (created if missing)", name="db")
     host: str = setting("127.0.0.1", "address to listen on")
     port: int = setting(9324, "port to listen on; 0 picks a free one")
-    region: str = setting("us-east-1", "region for requests that do not sign one")
-    account_id: str = setting("000000000000", "the account in queue URLs and ARNs")
+    region: str = setting(DEFAULT_REGION, "region for requests that do not sign one")
+    account_id: str = setting(DEFAULT_ACCOUNT, "the account in queue URLs and ARNs")
     test_clock: bool = setting(False, "run on a manual clock moved by POST /_queueserver/clock (for tests)")
     # AWS's two 60-second rules (QueueDeletedRecently, PurgeQueueInProgress).
     enforce_cooldowns: bool = setting(False, "enforce AWS's 60-second QueueDeletedRecently and "
                                              "PurgeQueueInProgress rules")
     # SQS's in-flight quotas; settings so that tests can reach them with a few messages.
-    in_flight_limit: int = setting(120_000, "in-flight messages a standard queue allows before OverLimit")
-    fifo_in_flight_limit: int = setting(120_000, "in-flight messages at which a FIFO queue stops delivering")
+    in_flight_limit: int = setting(IN_FLIGHT_LIMIT, "in-flight messages a standard queue allows before OverLimit")
+    fifo_in_flight_limit: int = setting(IN_FLIGHT_LIMIT, "in-flight messages at which a FIFO queue stops delivering")
     # How stale the approximate queue counts may be (see storage/count_cache.py).
     counts_max_age: float = setting(
         2.0, "seconds the approximate counts of a big queue may lag behind changes (0: never)")

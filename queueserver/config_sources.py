@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queueserver.config import QueueDeclaration, ServerConfig
+from queueserver.errors import ConfigError
 
 ENV_PREFIX = "QUEUESERVER_"
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
@@ -25,10 +26,6 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 # Queue table keys that are not SQS attribute names.
 _QUEUE_KEYS = {"region", "account", "tags", "dead_letter_queue", "max_receive_count"}
-
-
-class ConfigError(ValueError):
-    """A setting or queue that cannot be used; the message names the key and the problem in one line."""
 
 
 @dataclass(frozen=True)

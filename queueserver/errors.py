@@ -1,23 +1,62 @@
-"""One protocol-neutral exception tree.
+"""The one exception tree of queueserver.
 
-The engine and the handlers raise these with a message and nothing about HTTP;
-`protocol/error_codes.py` is the one table that turns each class into wire codes.
+Everything the server raises on purpose derives from `QueueserverError`; the wire errors
+derive from `SQSError`, which `protocol/error_codes.py` (the one table) turns into SQS codes.
+The engine and the handlers raise these with a message and nothing about HTTP.
+
+    QueueserverError
+     ├── SQSError .................... answered to the client as an SQS error (4xx/5xx)
+     │    ├── QueueDoesNotExist, QueueDeletedRecently, QueueNameExists, PurgeQueueInProgress
+     │    ├── OverLimit, ReceiptHandleIsInvalid, MessageNotInflight
+     │    ├── InvalidAttributeName, InvalidAttributeValue, InvalidMessageContents
+     │    ├── TooManyEntriesInBatchRequest, EmptyBatchRequest, BatchEntryIdsNotDistinct,
+     │    │   InvalidBatchEntryId, BatchRequestTooLong
+     │    ├── UnsupportedOperation, ResourceNotFound, InvalidParameterValue, MissingParameter
+     │    ├── InvalidAction, MissingAction, UnknownOperation, SerializationError, RequestTooLarge
+     │    ├── AccessDenied, MissingAuthenticationToken, IncompleteSignature, InvalidClientTokenId,
+     │    │   SignatureDoesNotMatch, RequestExpired
+     │    └── ServiceUnavailable, InternalError
+     ├── StartupError ................ the database cannot be served (the server does not start)
+     │    └── SchemaTooNew
+     ├── ConfigError (ValueError) .... a setting or a declared queue that cannot be used
+     ├── CredentialsError (ValueError) the credentials file cannot be used
+     ├── PolicyError (ValueError) .... a queue or identity policy that does not parse
+     │    └── ConditionError
+     ├── ConsoleError ................ an SQS error met by a console action, kept with its code
+     └── ClientError ................. raised by the client libraries, on the caller's side of the wire
+          (defined in their packages, which users import without the server:
+          admin_cli.AdminError, testing.QueueServerError,
+          spark.QueueWriteError, spark.BrowseNotSupported, spark.PySparkMissing)
+
+Outside the tree: `consumer.threads.HandlerInterrupted` (an Exception). The consumer imports
+nothing of queueserver but its clock, so that it runs unchanged against AWS SQS.
+
+The ValueError bases stay so that code validating user input with `except ValueError` keeps working.
 """
 
 from __future__ import annotations
 
 
-class SQSError(Exception):
+class QueueserverError(Exception):
+    """The root: `except QueueserverError` catches every error queueserver raises on purpose."""
+
+
+class SQSError(QueueserverError):
     """An error answered to the client (a 4xx or 5xx with an SQS error code)."""
 
-    def __init__(self, message: str) -> None:
+    default_message: str | None = None  # AWS's fixed text, for the errors that have one
+
+    def __init__(self, message: str | None = None) -> None:
+        if message is None:
+            if self.default_message is None:
+                raise TypeError(f"{type(self).__name__} needs a message")
+            message = self.default_message
         super().__init__(message)
         self.message = message
 
 
 class QueueDoesNotExist(SQSError):
-    def __init__(self, message: str = "The specified queue does not exist.") -> None:
-        super().__init__(message)
+    default_message = "The specified queue does not exist."
 
 
 class QueueDeletedRecently(SQSError):
@@ -41,8 +80,7 @@ class ReceiptHandleIsInvalid(SQSError):
 
 
 class MessageNotInflight(SQSError):
-    def __init__(self, message: str = "Message does not exist or is not available for visibility timeout change.") -> None:
-        super().__init__(message)
+    default_message = "Message does not exist or is not available for visibility timeout change."
 
 
 class InvalidAttributeName(SQSError):
@@ -120,8 +158,7 @@ class RequestTooLarge(SQSError):
 class MissingAuthenticationToken(SQSError):
     """Credentials are on and the request carries no signature at all."""
 
-    def __init__(self, message: str = "Request is missing Authentication Token") -> None:
-        super().__init__(message)
+    default_message = "Request is missing Authentication Token"
 
 
 class IncompleteSignature(SQSError):
@@ -131,24 +168,21 @@ class IncompleteSignature(SQSError):
 class InvalidClientTokenId(SQSError):
     """The access key (or a session token, which this server never issues) is unknown."""
 
-    def __init__(self, message: str = "The security token included in the request is invalid.") -> None:
-        super().__init__(message)
+    default_message = "The security token included in the request is invalid."
 
 
 class SignatureDoesNotMatch(SQSError):
     """The signature is not the one the secret gives, or its time is outside the window."""
 
-    def __init__(self, message: str = (
-            "The request signature we calculated does not match the signature you provided. Check your AWS "
-            "Secret Access Key and signing method. Consult the service documentation for details.")) -> None:
-        super().__init__(message)
+    default_message = (
+        "The request signature we calculated does not match the signature you provided. Check your AWS "
+        "Secret Access Key and signing method. Consult the service documentation for details.")
 
 
 class RequestExpired(SQSError):
     """A presigned URL used after its X-Amz-Expires."""
 
-    def __init__(self, message: str = "Request has expired.") -> None:
-        super().__init__(message)
+    default_message = "Request has expired."
 
 
 class ServiceUnavailable(SQSError):
@@ -156,8 +190,46 @@ class ServiceUnavailable(SQSError):
 
 
 class InternalError(SQSError):
-    def __init__(self, message: str = "We encountered an internal error. Please try again.") -> None:
-        super().__init__(message)
+    default_message = "We encountered an internal error. Please try again."
+
+
+class StartupError(QueueserverError):
+    """The database cannot be served; the message says why and what to do."""
+
+
+class SchemaTooNew(StartupError):
+    """The database was migrated by a newer queueserver than this one."""
+
+
+class ConfigError(QueueserverError, ValueError):
+    """A setting or queue that cannot be used; the message names the key and the problem in one line."""
+
+
+class CredentialsError(QueueserverError, ValueError):
+    """The credentials file cannot be used; the message names the key and the field."""
+
+
+class PolicyError(QueueserverError, ValueError):
+    """A policy document that does not parse or uses what this server does not support."""
+
+
+class ConditionError(PolicyError):
+    """A policy's Condition block that does not parse."""
+
+
+class ConsoleError(QueueserverError):
+    """An SQS error raised by a console action, with the code a client would have seen."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class ClientError(QueueserverError):
+    """The base of the client libraries' errors (admin CLI, testing, spark).
+
+    Those classes live in their own packages because users import them without the server."""
 
 
 def invalid_value(name: str, value: object, reason: str) -> InvalidParameterValue:

@@ -1,4 +1,4 @@
-"""SQS's documented limits, in one place."""
+"""SQS's documented limits and defaults, in one place (a leaf: the server and the client libraries read it)."""
 
 MAX_BATCH_ENTRIES = 10
 MAX_BATCH_ENTRY_ID_LENGTH = 80
@@ -25,3 +25,6 @@ COOLDOWN_MS = 60_000  # QueueDeletedRecently and PurgeQueueInProgress
 
 DEFAULT_VISIBILITY_TIMEOUT = 30
 DEFAULT_RETENTION_SECONDS = 345_600  # 4 days
+IN_FLIGHT_LIMIT = 120_000  # in-flight messages per queue (a standard queue then refuses; FIFO stops delivering)
+DEFAULT_REGION = "us-east-1"
+DEFAULT_ACCOUNT = "000000000000"

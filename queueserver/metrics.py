@@ -23,6 +23,24 @@ from queueserver.storage import QueueEngine
 from queueserver.tallies import Histogram, RequestTally
 
 QUEUE_LABELS = ["queue", "region", "account"]
+# (the queue tally's field, the family, its help): per queue, named after CloudWatch's SQS metric.
+_QUEUE_COUNTERS = (
+    ("sent", "queueserver_messages_sent", "Messages added to the queue (CloudWatch NumberOfMessagesSent)."),
+    ("received", "queueserver_messages_received", "Messages returned by ReceiveMessage (NumberOfMessagesReceived)."),
+    ("deleted", "queueserver_messages_deleted", "Successful deletes, repeated ones too (NumberOfMessagesDeleted)."),
+    ("empty_receives", "queueserver_empty_receives",
+     "ReceiveMessage calls that returned no message (NumberOfEmptyReceives)."),
+    ("dead_lettered", "queueserver_dead_letter_moves",
+     "Messages moved from the queue to its dead-letter queue past maxReceiveCount."),
+)
+# (the QueueCounts field, the family, its help).
+_QUEUE_GAUGES = (
+    ("visible", "queueserver_approximate_messages_visible",
+     "Messages available for retrieval (ApproximateNumberOfMessagesVisible)."),
+    ("in_flight", "queueserver_approximate_messages_not_visible",
+     "Messages in flight (ApproximateNumberOfMessagesNotVisible)."),
+    ("delayed", "queueserver_approximate_messages_delayed", "Delayed messages (ApproximateNumberOfMessagesDelayed)."),
+)
 
 
 @dataclass
@@ -87,28 +105,11 @@ class Metrics:
         yield from self._storage_families(snapshot)
 
     def _queue_families(self, snapshot: _Snapshot) -> Iterator[Metric]:
-        counters = {
-            "sent": CounterMetricFamily("queueserver_messages_sent", "Messages added to the queue "
-                                        "(CloudWatch NumberOfMessagesSent).", labels=QUEUE_LABELS),
-            "received": CounterMetricFamily("queueserver_messages_received", "Messages returned by ReceiveMessage "
-                                            "(NumberOfMessagesReceived).", labels=QUEUE_LABELS),
-            "deleted": CounterMetricFamily("queueserver_messages_deleted", "Successful deletes, repeated ones too "
-                                           "(NumberOfMessagesDeleted).", labels=QUEUE_LABELS),
-            "empty_receives": CounterMetricFamily("queueserver_empty_receives", "ReceiveMessage calls that returned "
-                                                  "no message (NumberOfEmptyReceives).", labels=QUEUE_LABELS),
-            "dead_lettered": CounterMetricFamily("queueserver_dead_letter_moves", "Messages moved from the queue to "
-                                                 "its dead-letter queue past maxReceiveCount.", labels=QUEUE_LABELS),
-        }
+        counters = {field: CounterMetricFamily(name, text, labels=QUEUE_LABELS)
+                    for field, name, text in _QUEUE_COUNTERS}
         sizes = HistogramMetricFamily("queueserver_sent_message_size_bytes", "Size of the messages added to the "
                                       "queue, body and attributes (SentMessageSize).", labels=QUEUE_LABELS)
-        gauges = {
-            "visible": GaugeMetricFamily("queueserver_approximate_messages_visible", "Messages available for "
-                                         "retrieval (ApproximateNumberOfMessagesVisible).", labels=QUEUE_LABELS),
-            "in_flight": GaugeMetricFamily("queueserver_approximate_messages_not_visible", "Messages in flight "
-                                           "(ApproximateNumberOfMessagesNotVisible).", labels=QUEUE_LABELS),
-            "delayed": GaugeMetricFamily("queueserver_approximate_messages_delayed", "Delayed messages "
-                                         "(ApproximateNumberOfMessagesDelayed).", labels=QUEUE_LABELS),
-        }
+        gauges = {field: GaugeMetricFamily(name, text, labels=QUEUE_LABELS) for field, name, text in _QUEUE_GAUGES}
         age = GaugeMetricFamily("queueserver_approximate_age_of_oldest_message_seconds", "Age of the oldest "
                                 "message in the queue, in any state (ApproximateAgeOfOldestMessage).",
                                 labels=QUEUE_LABELS)
@@ -126,9 +127,8 @@ class Metrics:
                 sizes.add_metric(labels, [("+Inf", 0)], 0)
             counts = snapshot.counts.get(queue.id)
             if counts is not None:
-                gauges["visible"].add_metric(labels, counts.visible)
-                gauges["in_flight"].add_metric(labels, counts.in_flight)
-                gauges["delayed"].add_metric(labels, counts.delayed)
+                for name, family in gauges.items():
+                    family.add_metric(labels, getattr(counts, name))
                 oldest = counts.oldest_enqueued_at_ms
                 age.add_metric(labels, 0 if oldest is None else max(0, snapshot.now_ms - oldest) / 1000)
         yield from counters.values()

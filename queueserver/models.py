@@ -20,6 +20,25 @@ from queueserver import limits
 SUBSCRIPTION_SEPARATOR = "~"
 
 
+class _IntAttribute:
+    """A queue attribute read as an int, parsed on first use and then kept in the Queue's own dict
+    (like cached_property: a non-data descriptor, so later reads are plain attribute reads)."""
+
+    def __init__(self, attribute: str, default: int) -> None:
+        self._attribute = attribute
+        self._default = default
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, queue: Any, owner: type | None = None) -> Any:
+        if queue is None:
+            return self
+        text = queue.attributes.get(self._attribute)
+        value = queue.__dict__[self._name] = self._default if text is None else int(text)
+        return value
+
+
 @dataclass(frozen=True)
 class Queue:
     """A queue as stored; `attributes` holds the settable attributes as SQS strings.
@@ -52,29 +71,11 @@ class Queue:
         parent, separator, _ = self.name.partition(SUBSCRIPTION_SEPARATOR)
         return parent if separator else None
 
-    def _int(self, name: str, default: int) -> int:
-        value = self.attributes.get(name)
-        return default if value is None else int(value)
-
-    @cached_property
-    def visibility_timeout(self) -> int:
-        return self._int("VisibilityTimeout", limits.DEFAULT_VISIBILITY_TIMEOUT)
-
-    @cached_property
-    def delay_seconds(self) -> int:
-        return self._int("DelaySeconds", 0)
-
-    @cached_property
-    def retention_seconds(self) -> int:
-        return self._int("MessageRetentionPeriod", limits.DEFAULT_RETENTION_SECONDS)
-
-    @cached_property
-    def maximum_message_size(self) -> int:
-        return self._int("MaximumMessageSize", limits.MAX_MESSAGE_SIZE)
-
-    @cached_property
-    def receive_wait_seconds(self) -> int:
-        return self._int("ReceiveMessageWaitTimeSeconds", 0)
+    visibility_timeout = _IntAttribute("VisibilityTimeout", limits.DEFAULT_VISIBILITY_TIMEOUT)
+    delay_seconds = _IntAttribute("DelaySeconds", 0)
+    retention_seconds = _IntAttribute("MessageRetentionPeriod", limits.DEFAULT_RETENTION_SECONDS)
+    maximum_message_size = _IntAttribute("MaximumMessageSize", limits.MAX_MESSAGE_SIZE)
+    receive_wait_seconds = _IntAttribute("ReceiveMessageWaitTimeSeconds", 0)
 
     @cached_property
     def redrive_policy(self) -> tuple[str, int] | None:

@@ -13,7 +13,7 @@ import logging
 
 from queueserver import errors
 from queueserver.config import QueueDeclaration
-from queueserver.config_sources import ConfigError
+from queueserver.errors import ConfigError
 from queueserver.protocol import queue_attributes, redrive_policy
 from queueserver.protocol.params import RequestContext
 from queueserver.protocol.queue_actions import check_queue_name

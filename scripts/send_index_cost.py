@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What an index on messages costs the send path, on the database thread alone (issue 16).
+"""What an index on messages costs the send path, on the database thread alone.
 
 Runs the writer's INSERTs (message_store.insert_messages) in groups of 16 one-message operations,
 each in its own savepoint as database.py runs them, into a fresh file with and without the index,

@@ -8,6 +8,10 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from queueserver.errors import ClientError
+from queueserver.extensions import LIST_SUBSCRIPTIONS_ACTION
+from queueserver.limits import DEFAULT_REGION
+
 DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
 
 # Exit codes (README, Admin CLI).
@@ -27,8 +31,8 @@ _UNKNOWN_ACTION_CODES = {"UnknownOperationException", "UnknownOperation", "Inval
 SUBSCRIPTION_SEPARATOR = "~"
 
 
-class AdminError(Exception):
-    """A failed command: what to print and the exit code."""
+class AdminError(ClientError):
+    """A failed command: what to print and the exit code (a ClientError: the CLI is a client of the SQS API)."""
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
@@ -48,7 +52,7 @@ class Admin:
         from botocore.credentials import Credentials
 
         session = boto3.session.Session()
-        self.region = region or session.region_name or "us-east-1"
+        self.region = region or session.region_name or DEFAULT_REGION
         # A local queueserver accepts any key; AWS needs real ones, found the usual way.
         self._credentials = session.get_credentials() or Credentials("queueserver", "queueserver")
         frozen = self._credentials.get_frozen_credentials()
@@ -73,7 +77,7 @@ class Admin:
 
     def subscriptions(self, queue_url: str) -> list[dict[str, str]]:
         """[{SubscriptionName, SubscriptionUrl}] of a queue (a queueserver extension)."""
-        return self.extension("QueueserverListSubscriptions", {"QueueUrl": queue_url}).get("Subscriptions", [])
+        return self.extension(LIST_SUBSCRIPTIONS_ACTION, {"QueueUrl": queue_url}).get("Subscriptions", [])
 
     def call(self, operation: str, **params: Any) -> dict[str, Any]:
         """A boto3 call whose failures become AdminErrors with a meaningful exit code."""

@@ -11,7 +11,8 @@ from queueserver.admin_cli import subscriptions
 from queueserver.admin_cli.client import SUBSCRIPTION_SEPARATOR, Admin, AdminError
 from queueserver.admin_cli.output import Output, error
 from queueserver.admin_cli.redrive import redrive
-from queueserver.admin_cli.rows import BROWSE_ACTION, queue_rows
+from queueserver.admin_cli.rows import queue_rows
+from queueserver.extensions import BROWSE_ACTION
 
 
 def _pairs(values: list[str] | None, option: str) -> dict[str, str]:

@@ -8,8 +8,8 @@ from typing import Any
 
 from queueserver.admin_cli import client
 from queueserver.admin_cli.client import Admin, AdminError
+from queueserver.extensions import BROWSE_ACTION
 
-BROWSE_ACTION = "QueueserverBrowseMessages"
 
 
 def _dead_letter_queue(attributes: dict[str, str]) -> str | None:

@@ -14,9 +14,8 @@ from queueserver.admin_cli import client
 from queueserver.admin_cli.client import Admin, AdminError
 from queueserver.admin_cli.output import Output
 from queueserver.admin_cli.rows import subscription_rows
+from queueserver.extensions import CREATE_SUBSCRIPTION_ACTION, DELETE_SUBSCRIPTION_ACTION
 
-CREATE_ACTION = "QueueserverCreateSubscription"
-DELETE_ACTION = "QueueserverDeleteSubscription"
 
 
 def subscriptions(admin: Admin, out: Output, args: argparse.Namespace) -> int:
@@ -32,7 +31,7 @@ def subscription(admin: Admin, out: Output, args: argparse.Namespace) -> int:
     if args.action == "create":
         if args.subscription is None:
             raise AdminError("subscription create QUEUE NAME: the subscription's name is missing", client.USAGE)
-        url = admin.extension(CREATE_ACTION, {"QueueUrl": admin.url(args.target), "SubscriptionName":
+        url = admin.extension(CREATE_SUBSCRIPTION_ACTION, {"QueueUrl": admin.url(args.target), "SubscriptionName":
                                               args.subscription, "StartFrom": args.start_from})["SubscriptionUrl"]
         out.result({"SubscriptionUrl": url}, url)
         return client.OK
@@ -42,7 +41,7 @@ def subscription(admin: Admin, out: Output, args: argparse.Namespace) -> int:
         raise AdminError(f"{address} names a queue: give QUEUE NAME, QUEUE~NAME or the subscription's URL",
                          client.USAGE)
     url = admin.url(address)
-    admin.extension(DELETE_ACTION, {"SubscriptionUrl": url})
+    admin.extension(DELETE_SUBSCRIPTION_ACTION, {"SubscriptionUrl": url})
     out.result({"deleted": url}, f"deleted {url}")
     return client.OK
 

@@ -13,11 +13,10 @@ import ipaddress
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from operator import eq, ge, gt, le, lt
 from typing import Any, Callable
 
-
-class ConditionError(ValueError):
-    pass
+from queueserver.errors import ConditionError
 
 
 def _like(pattern: str, value: str) -> bool:
@@ -59,22 +58,16 @@ _OPERATORS: dict[str, tuple[Callable[[str, str], bool], bool]] = {
     "ArnLike": (_like, False),
     "ArnNotEquals": (_like, True),
     "ArnNotLike": (_like, True),
-    "NumericEquals": (_compare(_number, lambda v, p: v == p), False),
-    "NumericNotEquals": (_compare(_number, lambda v, p: v == p), True),
-    "NumericLessThan": (_compare(_number, lambda v, p: v < p), False),
-    "NumericLessThanEquals": (_compare(_number, lambda v, p: v <= p), False),
-    "NumericGreaterThan": (_compare(_number, lambda v, p: v > p), False),
-    "NumericGreaterThanEquals": (_compare(_number, lambda v, p: v >= p), False),
-    "DateEquals": (_compare(_date, lambda v, p: v == p), False),
-    "DateNotEquals": (_compare(_date, lambda v, p: v == p), True),
-    "DateLessThan": (_compare(_date, lambda v, p: v < p), False),
-    "DateLessThanEquals": (_compare(_date, lambda v, p: v <= p), False),
-    "DateGreaterThan": (_compare(_date, lambda v, p: v > p), False),
-    "DateGreaterThanEquals": (_compare(_date, lambda v, p: v >= p), False),
     "Bool": (lambda p, v: v.lower() == p.lower(), False),
     "IpAddress": (_ip, False),
     "NotIpAddress": (_ip, True),
 }
+# NumericEquals … DateGreaterThanEquals: each comparison, over numbers and over dates.
+_COMPARISONS = {"Equals": (eq, False), "NotEquals": (eq, True), "LessThan": (lt, False), "LessThanEquals": (le, False),
+                "GreaterThan": (gt, False), "GreaterThanEquals": (ge, False)}
+_OPERATORS.update({f"{kind}{name}": (_compare(convert, test), negated)
+                   for kind, convert in (("Numeric", _number), ("Date", _date))
+                   for name, (test, negated) in _COMPARISONS.items()})
 _CHECKS: dict[str, Callable[[str], Any]] = {
     "Numeric": _number, "Date": _date, "IpAddress": ipaddress.ip_network, "NotIpAddress": ipaddress.ip_network,
 }

@@ -14,17 +14,14 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from queueserver.auth.policy import Policy, PolicyError, parse_policy
+from queueserver.auth.policy import Policy, parse_policy
+from queueserver.errors import CredentialsError, PolicyError
 
 log = logging.getLogger(__name__)
 
 _ACCOUNT_ID = re.compile(r"^\d{12}$")
 _KEY_ID = re.compile(r"^[A-Za-z0-9]{1,128}$")
 _USER_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")
-
-
-class CredentialsError(ValueError):
-    """The credentials file cannot be used; the message names the key and the field."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,11 +15,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from queueserver.auth.conditions import Condition, ConditionError, parse_conditions
-
-
-class PolicyError(ValueError):
-    pass
+from queueserver.auth.conditions import Condition, parse_conditions
+from queueserver.errors import ConditionError, PolicyError
 
 
 class Match(Enum):

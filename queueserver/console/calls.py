@@ -11,19 +11,11 @@ from typing import Any
 
 from queueserver import errors
 from queueserver.auth import Caller
+from queueserver.errors import ConsoleError
 from queueserver.protocol.dispatch import ACTIONS
 from queueserver.protocol.error_codes import wire_error
 from queueserver.protocol.params import RequestContext
 from queueserver.storage import QueueEngine
-
-
-class ConsoleError(Exception):
-    """An SQS error raised by a console action, with the code a client would have seen."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
 
 
 class SqsCalls:

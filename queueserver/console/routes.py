@@ -21,7 +21,9 @@ from queueserver.config import ServerConfig
 from queueserver.console import views
 from queueserver.auth import Authenticator
 from queueserver.console.access import CSRF_COOKIE, CSRF_FIELD, Access, Viewer
-from queueserver.console.calls import ConsoleError, SqsCalls
+from queueserver.console.calls import SqsCalls
+from queueserver.errors import ConsoleError
+from queueserver.extensions import BROWSE_ACTION
 from queueserver.console.sessions import SESSION_COOKIE, SESSION_SECONDS
 from queueserver.storage import QueueEngine
 
@@ -126,7 +128,7 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
             browse["NextToken"] = after
         try:
             as_viewer = viewer.caller
-            listed = await calls.call("QueueserverBrowseMessages", region, browse, as_viewer)
+            listed = await calls.call(BROWSE_ACTION, region, browse, as_viewer)
             attributes = (await calls.call("GetQueueAttributes", region,
                                            {"QueueUrl": url, "AttributeNames": ["All"]}, as_viewer))["Attributes"]
             tasks = await calls.call("ListMessageMoveTasks", region, {"SourceArn": queue.arn, "MaxResults": 10},

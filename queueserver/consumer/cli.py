@@ -17,13 +17,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from queueserver.consumer.client import sqs_client
 from queueserver.consumer.policies import policy_from_name
 from queueserver.consumer.settings import DERIVED
 from queueserver.consumer.worker import Worker
 
 log = logging.getLogger(__name__)
-
-DEFAULT_REGION = "us-east-1"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,18 +101,10 @@ def load_handler(spec: str) -> Callable[[dict[str, Any]], Any]:
 def make_client(endpoint: str | None, region: str | None) -> Any:
     """A boto3 SQS client: the endpoint from the flag or the environment, the region from boto3's chain."""
     import boto3
-    from botocore import UNSIGNED
     from botocore.config import Config
 
-    session = boto3.session.Session()
     endpoint = endpoint or os.environ.get("AWS_ENDPOINT_URL_SQS") or os.environ.get("AWS_ENDPOINT_URL") or None
-    region = region or session.region_name or DEFAULT_REGION
-    config = Config(retries={"mode": "standard"})
-    if endpoint and session.get_credentials() is None:
-        # A local queueserver does not check signatures; do not make users invent credentials.
-        log.info("no AWS credentials found; sending unsigned requests to %s", endpoint)
-        config = config.merge(Config(signature_version=UNSIGNED))
-    return session.client("sqs", endpoint_url=endpoint, region_name=region, config=config)
+    return sqs_client(boto3.session.Session(), endpoint, region, Config(retries={"mode": "standard"}))
 
 
 def resolve_queue_url(client: Any, queue: str) -> str:

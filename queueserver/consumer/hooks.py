@@ -84,6 +84,11 @@ class Reporter:
         with self._lock:
             self._counts = dataclasses.replace(self._counts, **{name: getattr(self._counts, name) + n})
 
+    def _event(self, name: str, *args: Any) -> None:
+        """Count the event and call its hook (`on_<name>`)."""
+        self._count(name)
+        self._call(f"on_{name}", *args)
+
     def _call(self, hook: str, *args: Any) -> None:
         try:
             getattr(self._hooks, hook)(*args)
@@ -91,28 +96,22 @@ class Reporter:
             log.exception("worker hook %s raised; ignored", hook)
 
     def received(self, message: Message) -> None:
-        self._count("received")
-        self._call("on_received", message)
+        self._event("received", message)
 
     def succeeded(self, message: Message, seconds: float) -> None:
-        self._count("succeeded")
-        self._call("on_succeeded", message, seconds)
+        self._event("succeeded", message, seconds)
 
     def failed(self, message: Message, error: BaseException | None, seconds: float) -> None:
-        self._count("failed")
-        self._call("on_failed", message, error, seconds)
+        self._event("failed", message, error, seconds)
 
     def deleted(self, message: Message) -> None:
-        self._count("deleted")
-        self._call("on_deleted", message)
+        self._event("deleted", message)
 
     def extended(self, message: Message, visibility_timeout: int) -> None:
-        self._count("extended")
-        self._call("on_extended", message, visibility_timeout)
+        self._event("extended", message, visibility_timeout)
 
     def released(self, message: Message) -> None:
-        self._count("released")
-        self._call("on_released", message)
+        self._event("released", message)
 
     def lost(self, message: Message, reason: str) -> None:
         self._count("lost")

@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-MAX_VISIBILITY_SECONDS = 43_200  # SQS: a visibility timeout, and its total since the receive, are at most 12 h
+# SQS: a visibility timeout, and its total since the receive, are at most 12 h. limits.py says so too:
+# the consumer imports nothing of the server, so that it runs unchanged against AWS.
+MAX_VISIBILITY_SECONDS = 43_200
 
 
 class Outcome(enum.Enum):

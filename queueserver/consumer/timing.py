@@ -12,23 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from typing import Any
 
-from queueserver.clock import Cancellable, Clock
+from queueserver.clock import Clock, LoopClock
 
 __all__ = ["Clock", "MonotonicClock", "sleep_until"]
 
 
-class MonotonicClock:
+class MonotonicClock(LoopClock):
     """`time.monotonic` in milliseconds; timers on the running event loop."""
 
     def now_ms(self) -> int:
         return time.monotonic_ns() // 1_000_000
-
-    def call_at(self, at_ms: int, callback: Callable[[], None]) -> Cancellable:
-        delay = max(0.0, (at_ms - self.now_ms()) / 1000)
-        return asyncio.get_running_loop().call_later(delay, callback)
 
 
 async def sleep_until(clock: Clock, at_ms: int, interrupt: asyncio.Event | None = None) -> bool:

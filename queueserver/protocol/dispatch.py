@@ -2,6 +2,8 @@
 
 `handle` takes the parts of an HTTP request and returns status, headers and body,
 so the HTTP adapter stays thin and a handler never knows which protocol came in.
+Every protocol takes the same path (`Dispatcher._run`: authenticate, find and check the
+action, decode, run, render); `codecs.py` holds only what differs between them.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from typing import Any, Awaitable, Callable
 from urllib.parse import unquote
 
 from queueserver import errors
+from queueserver import extensions as ext
 from queueserver.auth import Authenticator, Caller, Signed
 from queueserver.models import uuid4_string
-from queueserver.protocol import extension_actions, json_wire, message_actions as m, query_json, query_wire, queue_actions as q, redrive_actions as r
-from queueserver.protocol.error_codes import wire_error
+from queueserver.protocol import extension_actions, message_actions as m, queue_actions as q, redrive_actions as r
+from queueserver.protocol.codecs import Codec, HttpResponse, codec_for
 from queueserver.protocol.params import RequestContext
 from queueserver.storage import QueueEngine
 
@@ -49,10 +52,10 @@ ACTIONS: dict[str, Handler] = {
     "StartMessageMoveTask": r.start_message_move_task,
     "ListMessageMoveTasks": r.list_message_move_tasks,
     "CancelMessageMoveTask": r.cancel_message_move_task,
-    extension_actions.BROWSE_ACTION: extension_actions.browse_messages,
-    extension_actions.CREATE_SUBSCRIPTION_ACTION: extension_actions.create_subscription,
-    extension_actions.DELETE_SUBSCRIPTION_ACTION: extension_actions.delete_subscription,
-    extension_actions.LIST_SUBSCRIPTIONS_ACTION: extension_actions.list_subscriptions,
+    ext.BROWSE_ACTION: extension_actions.browse_messages,
+    ext.CREATE_SUBSCRIPTION_ACTION: extension_actions.create_subscription,
+    ext.DELETE_SUBSCRIPTION_ACTION: extension_actions.delete_subscription,
+    ext.LIST_SUBSCRIPTIONS_ACTION: extension_actions.list_subscriptions,
 }
 
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/,\s]+)/")
@@ -63,8 +66,8 @@ _QUEUE_SCOPED = frozenset({
     "GetQueueAttributes", "SetQueueAttributes", "DeleteQueue", "PurgeQueue", "TagQueue", "UntagQueue",
     "ListQueueTags", "AddPermission", "RemovePermission", "SendMessage", "SendMessageBatch", "ReceiveMessage",
     "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch",
-    "ListDeadLetterSourceQueues", extension_actions.BROWSE_ACTION, extension_actions.CREATE_SUBSCRIPTION_ACTION,
-    extension_actions.LIST_SUBSCRIPTIONS_ACTION,
+    "ListDeadLetterSourceQueues", ext.BROWSE_ACTION, ext.CREATE_SUBSCRIPTION_ACTION,
+    ext.LIST_SUBSCRIPTIONS_ACTION,
 })
 
 
@@ -81,23 +84,6 @@ class HttpRequest:
     # Filled in by the dispatcher, for the metrics and the access log.
     action: str = "unknown"  # a known action's name, else "unknown" (a bounded label)
     params: dict[str, Any] | None = None
-
-
-def _is_json(request: HttpRequest) -> bool:
-    return (request.headers.get("x-amz-target", "").startswith("AmazonSQS.")
-            or request.headers.get("content-type", "").startswith("application/x-amz-json"))
-
-
-def _wants_json(request: HttpRequest) -> bool:
-    """A Query client that asks for JSON gets the response document rendered as JSON."""
-    return "application/json" in request.headers.get("accept", "")
-
-
-@dataclass(slots=True)
-class HttpResponse:
-    status: int
-    headers: dict[str, str]
-    body: bytes
 
 
 class Dispatcher:
@@ -137,86 +123,43 @@ class Dispatcher:
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         request_id = uuid4_string(self._random)
-        target = request.headers.get("x-amz-target", "")
-        is_json = _is_json(request)
+        codec = codec_for(request.headers)
         try:
             caller = self.authenticate(request)
         except Exception as exc:  # nothing is decoded or run for a request that fails its signature
             if not isinstance(exc, errors.SQSError):
                 log.exception("request %s failed unexpectedly in authentication", request_id)
-            error = exc if isinstance(exc, errors.SQSError) else errors.InternalError()
-            return self._error(request, request_id, error, is_json)
-        response = await (self._json(request, request_id, target, caller) if is_json
-                          else self._query(request, request_id, caller))
+            return codec.render_error(request_id, exc if isinstance(exc, errors.SQSError) else errors.InternalError())
+        response = await self._run(request, request_id, codec, caller)
         # The answer is built while the disk syncs; it goes out only once what it reports is durable.
         try:
             await self._engine.durable()
         except errors.SQSError as error:
-            return self._error(request, request_id, error, is_json)
+            return codec.render_error(request_id, error)
         return response
 
     def refuse(self, request: HttpRequest, error: errors.SQSError) -> HttpResponse:
         """An error answered before the request is read (its body too large, its origin refused)."""
         log.info("request refused: %s", error.message)
-        return self._error(request, uuid4_string(self._random), error, _is_json(request))
+        return codec_for(request.headers).render_error(uuid4_string(self._random), error)
 
-    def _error(self, request: HttpRequest, request_id: str, error: errors.SQSError, is_json: bool) -> HttpResponse:
-        """An error in the request's own wire format (Query as JSON when it asked for that)."""
-        if is_json:
-            return self._response(request_id, error)
-        return self._query_response(request_id, error, _wants_json(request))
-
-    async def _json(self, request: HttpRequest, request_id: str, target: str, caller: Caller | None) -> HttpResponse:
+    async def _run(self, request: HttpRequest, request_id: str, codec: Codec, caller: Caller | None) -> HttpResponse:
+        """Every protocol's one path: find and check the action, decode, run, render; errors in its format."""
         try:
-            action = target.partition(".")[2]
-            if not action:
-                raise errors.MissingAction("Missing X-Amz-Target header naming the action.")
-            handler = ACTIONS.get(action)
-            if handler is None:
-                raise errors.InvalidAction(f"The action {action} is not valid for this endpoint.")
+            action, read = codec.action(request.headers, request.query_string, request.body)
+            handler = _handler(request, codec, action)
             request.action = action
-            params = request.params = json_wire.decode(request.body)
+            params, query_credential = codec.params(read, action)
+            request.params = params
             self._queue_url_from_path(request, params)
-            result = await handler(self._engine, self._context(request, request_id, action, caller), params)
-            return HttpResponse(200, self._headers(request_id), json_wire.encode(result))
+            result = await handler(self._engine, self._context(request, request_id, action, caller, query_credential),
+                                   params)
+            return codec.render(request_id, action, result)
         except errors.SQSError as error:
-            return self._response(request_id, error)
+            return codec.render_error(request_id, error)
         except Exception:
             log.exception("request %s failed unexpectedly", request_id)
-            return self._response(request_id, errors.InternalError())
-
-    async def _query(self, request: HttpRequest, request_id: str, caller: Caller | None) -> HttpResponse:
-        """Query/XML: `Action=...` in a form body or query string, POSTed or GET to `/` or a queue URL.
-
-        `Accept: application/json` asks for the same document rendered as JSON."""
-        as_json = _wants_json(request)
-        try:
-            fields = query_wire.request_fields(request.query_string, request.body,
-                                               request.headers.get("content-type", ""))
-            action = fields.get("Action", "")
-            on_queue_url = _QUEUE_PATH.fullmatch(request.path) is not None
-            if not action:
-                if on_queue_url and request.method == "GET":
-                    raise errors.UnknownOperation("")
-                raise errors.MissingAction("The request must contain the parameter Action.")
-            handler = ACTIONS.get(action)
-            if handler is None or (on_queue_url and action not in _QUEUE_SCOPED):
-                raise errors.InvalidAction(f"The action {action} is not valid for this endpoint.")
-            request.action = action
-            params = request.params = query_wire.decode(fields, action)
-            self._queue_url_from_path(request, params)
-            context = self._context(request, request_id, action, caller, fields.get("X-Amz-Credential"))
-            result = await handler(self._engine, context, params)
-            if as_json:
-                return HttpResponse(200, {"content-type": query_json.CONTENT_TYPE, "x-amzn-requestid": request_id},
-                                    query_json.encode(action, result, request_id))
-            headers = {"content-type": query_wire.CONTENT_TYPE, "x-amzn-requestid": request_id}
-            return HttpResponse(200, headers, query_wire.encode(action, result, request_id))
-        except errors.SQSError as error:
-            return self._query_response(request_id, error, as_json)
-        except Exception:
-            log.exception("request %s failed unexpectedly", request_id)
-            return self._query_response(request_id, errors.InternalError(), as_json)
+            return codec.render_error(request_id, errors.InternalError())
 
     def _queue_url_from_path(self, request: HttpRequest, params: dict[str, Any]) -> None:
         """A request POSTed to a queue URL names that queue when its body does not."""
@@ -225,22 +168,15 @@ class Dispatcher:
         host = request.headers.get("host") or request.default_host
         params["QueueUrl"] = f"{request.scheme}://{host}{unquote(request.path.rstrip('/'))}"
 
-    @staticmethod
-    def _headers(request_id: str) -> dict[str, str]:
-        return {"content-type": json_wire.CONTENT_TYPE, "x-amzn-requestid": request_id}
 
-    def _response(self, request_id: str, error: errors.SQSError) -> HttpResponse:
-        wire = wire_error(error)
-        extra, body = json_wire.encode_error(error, wire)
-        return HttpResponse(wire.status, {**self._headers(request_id), **extra}, body)
-
-    def _query_response(self, request_id: str, error: errors.SQSError, as_json: bool = False) -> HttpResponse:
-        wire = wire_error(error)
-        if as_json:
-            extra, body = query_json.encode_error(error, wire, request_id)
-            content_type = query_json.CONTENT_TYPE
-        else:
-            extra, body = query_wire.encode_error(error, wire, request_id)
-            content_type = query_wire.CONTENT_TYPE
-        headers = {"content-type": content_type, "x-amzn-requestid": request_id, **extra}
-        return HttpResponse(wire.status, headers, body)
+def _handler(request: HttpRequest, codec: Codec, action: str) -> Handler:
+    """The action's handler, or the SQS error for a missing, unknown or (on a queue URL) unscoped action."""
+    on_queue_url = codec.limits_queue_url_actions and _QUEUE_PATH.fullmatch(request.path) is not None
+    if not action:
+        if on_queue_url and request.method == "GET":
+            raise errors.UnknownOperation("")
+        raise errors.MissingAction(codec.missing_action)
+    handler = ACTIONS.get(action)
+    if handler is None or (on_queue_url and action not in _QUEUE_SCOPED):
+        raise errors.InvalidAction(f"The action {action} is not valid for this endpoint.")
+    return handler

@@ -11,14 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from queueserver import errors
+from queueserver.extensions import MAX_BROWSE
 from queueserver.models import SUBSCRIPTION_SEPARATOR, BrowsedMessage, Queue
 from queueserver.protocol import messages, params
 from queueserver.protocol.params import RequestContext
 from queueserver.protocol.queue_actions import resolve_queue, valid_queue_name
 from queueserver.storage import QueueEngine
 
-BROWSE_ACTION = "QueueserverBrowseMessages"
-MAX_BROWSE = 1000
 DEFAULT_BROWSE = 100
 
 
@@ -64,11 +63,8 @@ def _message(m: BrowsedMessage, attribute_names: list[str]) -> dict[str, Any]:
     return result
 
 
-# -- subscriptions (issue 22) --------------------------------------------------------
+# -- subscriptions --------------------------------------------------------------------
 
-CREATE_SUBSCRIPTION_ACTION = "QueueserverCreateSubscription"
-DELETE_SUBSCRIPTION_ACTION = "QueueserverDeleteSubscription"
-LIST_SUBSCRIPTIONS_ACTION = "QueueserverListSubscriptions"
 _START_FROM = ("new", "all")
 
 

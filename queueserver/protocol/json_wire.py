@@ -33,9 +33,8 @@ _STDLIB_REFUSES = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATE
 
 
 def encode(result: dict[str, Any]) -> bytes:
-    """orjson writes the same bytes as the stdlib encoder below, 15x faster (0.5 vs 8.4 µs for a
-    SendMessageBatch answer); what it refuses (a lone surrogate, an int beyond 64 bits) the
-    stdlib encoder writes as before."""
+    """orjson writes the same bytes as the stdlib encoder below, many times faster (scripts/BENCHMARKS.md);
+    what it refuses (a lone surrogate, an int beyond 64 bits) the stdlib encoder writes as before."""
     try:
         return orjson.dumps(result, option=_STDLIB_REFUSES)
     except TypeError:

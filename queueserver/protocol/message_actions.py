@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from queueserver import errors, limits
 from queueserver.models import EntryOutcome, NewMessage, Queue, ReceivedMessage, VisibilityChange
@@ -20,11 +20,8 @@ _BODY_ALONE = frozenset({"MessageBody", "Id", "QueueUrl"})  # a batch entry's or
 _DELAY_REASON = "DelaySeconds must be >= 0 and <= 900."
 _NO_DEDUPLICATION_ID = ("The queue should either have ContentBasedDeduplication enabled or "
                         "MessageDeduplicationId provided explicitly")
-_VISIBILITY_REASON = "VisibilityTimeout must be an integer between 0 and 43200."
-_SYSTEM_ATTRIBUTES = (
-    "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
-    "AWSTraceHeader", "MessageGroupId", "MessageDeduplicationId", "SequenceNumber", "DeadLetterQueueSourceArn",
-)
+_VISIBILITY_REASON = f"VisibilityTimeout must be an integer between 0 and {limits.MAX_VISIBILITY_TIMEOUT_SECONDS}."
+T = TypeVar("T")
 
 
 # -- send ------------------------------------------------------------------------
@@ -225,24 +222,22 @@ async def delete_message(engine: QueueEngine, ctx: RequestContext, p: dict[str, 
     queue = resolve_queue(engine, ctx, p)
     handle = params.string(p, "ReceiptHandle", required_=True)
     assert handle is not None
-    [outcome] = await engine.delete_messages(queue, [handle])
-    if outcome.error:
-        raise outcome.error
-    return {}
+    return _only_outcome(await engine.delete_messages(queue, [handle]))
 
 
 async def delete_message_batch(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
     queue = resolve_queue(engine, ctx, p)
     entries = _batch_entries(p, "DeleteMessageBatchRequestEntry")
-    handles: list[str] = []
-    failed_early: dict[str, errors.SQSError] = {}
-    for entry in entries:
-        handle = entry.get("ReceiptHandle")
-        if not isinstance(handle, str) or not handle:
-            failed_early[entry["Id"]] = errors.MissingParameter("The request must contain the parameter ReceiptHandle.")
-        handles.append(handle if isinstance(handle, str) else "")
-    outcomes = await engine.delete_messages(queue, [h for e, h in zip(entries, handles) if e["Id"] not in failed_early])
+    handles, failed_early = _parse_entries(entries, _receipt_handle)
+    outcomes = await engine.delete_messages(queue, handles)
     return _batch_result(entries, failed_early, outcomes)
+
+
+def _receipt_handle(entry: dict[str, Any]) -> str:
+    handle = entry.get("ReceiptHandle")
+    if not isinstance(handle, str) or not handle:
+        raise errors.MissingParameter("The request must contain the parameter ReceiptHandle.")
+    return handle
 
 
 async def change_message_visibility(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
@@ -251,7 +246,12 @@ async def change_message_visibility(engine: QueueEngine, ctx: RequestContext, p:
     timeout = params.integer(p, "VisibilityTimeout", None, 0, limits.MAX_VISIBILITY_TIMEOUT_SECONDS,
                              _VISIBILITY_REASON, required_=True)
     assert handle is not None and timeout is not None
-    [outcome] = await engine.change_visibility(queue, [VisibilityChange(handle, timeout)])
+    return _only_outcome(await engine.change_visibility(queue, [VisibilityChange(handle, timeout)]))
+
+
+def _only_outcome(outcomes: list[Any]) -> dict[str, Any]:
+    """The answer of a single-message action: empty, or the error of its one outcome."""
+    [outcome] = outcomes
     if outcome.error:
         raise outcome.error
     return {}
@@ -260,19 +260,30 @@ async def change_message_visibility(engine: QueueEngine, ctx: RequestContext, p:
 async def change_message_visibility_batch(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
     queue = resolve_queue(engine, ctx, p)
     entries = _batch_entries(p, "ChangeMessageVisibilityBatchRequestEntry")
-    changes: list[VisibilityChange] = []
+    changes, failed_early = _parse_entries(entries, _visibility_change)
+    outcomes = await engine.change_visibility(queue, changes) if changes else []
+    return _batch_result(entries, failed_early, outcomes)
+
+
+def _visibility_change(entry: dict[str, Any]) -> VisibilityChange:
+    handle = params.string(entry, "ReceiptHandle", required_=True)
+    timeout = params.integer(entry, "VisibilityTimeout", None, 0, limits.MAX_VISIBILITY_TIMEOUT_SECONDS,
+                             _VISIBILITY_REASON, required_=True)
+    assert handle is not None and timeout is not None
+    return VisibilityChange(handle, timeout)
+
+
+def _parse_entries(entries: list[dict[str, Any]],
+                   parse: Callable[[dict[str, Any]], T]) -> tuple[list[T], dict[str, errors.SQSError]]:
+    """Each batch entry parsed, and the SQS error of each entry that does not parse (by entry Id)."""
+    parsed: list[T] = []
     failed_early: dict[str, errors.SQSError] = {}
     for entry in entries:
         try:
-            handle = params.string(entry, "ReceiptHandle", required_=True)
-            timeout = params.integer(entry, "VisibilityTimeout", None, 0, limits.MAX_VISIBILITY_TIMEOUT_SECONDS,
-                                     _VISIBILITY_REASON, required_=True)
-            assert handle is not None and timeout is not None
-            changes.append(VisibilityChange(handle, timeout))
+            parsed.append(parse(entry))
         except errors.SQSError as error:
             failed_early[entry["Id"]] = error
-    outcomes = await engine.change_visibility(queue, changes) if changes else []
-    return _batch_result(entries, failed_early, outcomes)
+    return parsed, failed_early
 
 
 # -- batches ---------------------------------------------------------------------

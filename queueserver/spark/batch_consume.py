@@ -5,7 +5,7 @@ Scala QueryExecutionListener for that), so the safe batch consume is a helper:
 1. read with mode "receive" (the messages are in flight, not deleted);
 2. `localCheckpoint()` the DataFrame at once, so that `fn` and the delete see exactly
    the same rows: an SQS read is not repeatable, and a second evaluation would
-   receive other messages, or none (SPARK.md section 6.3 measured 0 rows);
+   receive other messages, or none (the messages read first are in flight by then);
 3. keep the messages invisible with a driver-side heartbeat while `fn` runs (a long
    `fn` would otherwise hand them to another consumer half-way);
 4. if `fn` returns, delete every message the DataFrame holds; if it raises, release

@@ -12,7 +12,7 @@
   raw material of `queueserver.spark.consume()`, which materialises the DataFrame once,
   runs your function and deletes only if it returned. Why not a mode that deletes as it
   reads: it would be at-most-once (a failing job would lose what it had read), the
-  complaint SPARK.md section 7 found against most SQS connectors.
+  common complaint against SQS connectors that do.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from collections.abc import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from queueserver.spark.connection import BROWSE_PAGE_MAX, browse_page
+from queueserver.extensions import MAX_BROWSE
+from queueserver.spark.connection import browse_page
 from queueserver.spark.options import BROWSE, ReadSettings
 from queueserver.spark.rows import SYSTEM_ATTRIBUTE_NAMES, Row, message_row
 
@@ -72,7 +73,7 @@ class QueueBatchReader(DataSourceReader):  # type: ignore[misc]
         token: str | None = None
         count = 0
         while True:
-            page_size = BROWSE_PAGE_MAX if not max_messages else min(BROWSE_PAGE_MAX, max_messages - count)
+            page_size = MAX_BROWSE if not max_messages else min(MAX_BROWSE, max_messages - count)
             messages, token = browse_page(client, queue_url, page_size, token)
             for m in messages:
                 yield message_row(m, queue_url, state=m.get("State"))

@@ -11,11 +11,13 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from queueserver.errors import ClientError
+
 MINIMUM = (4, 2)  # latestOffset(start, limit), ReadMaxRows and Trigger.AvailableNow for Python sources
 INSTALL_HINT = "pip install 'queueserver[spark]'"
 
 
-class PySparkMissing(ImportError):
+class PySparkMissing(ClientError, ImportError):
     """PySpark is not installed, or too old for queueserver.spark."""
 
 

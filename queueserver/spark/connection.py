@@ -16,21 +16,18 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-log = logging.getLogger(__name__)
-
-DEFAULT_REGION = "us-east-1"
-BROWSE_ACTION = "QueueserverBrowseMessages"
-BROWSE_PAGE_MAX = 1000  # the extension's MaxNumberOfMessages limit
+from queueserver.consumer.client import sqs_client
+from queueserver.errors import ClientError
+from queueserver.extensions import BROWSE_ACTION, MAX_BROWSE
 
 
-class BrowseNotSupported(RuntimeError):
+class BrowseNotSupported(ClientError, RuntimeError):
     """The endpoint does not offer queueserver's browse extension (AWS SQS, another server)."""
 
 
@@ -92,20 +89,14 @@ def get_option(options: Mapping[str, str], name: str) -> str | None:
 def _client(endpoint: str | None, region: str | None, access_key_id: str | None, secret_access_key: str | None,
             session_token: str | None) -> Any:
     import boto3
-    from botocore import UNSIGNED
     from botocore.config import Config
 
     session = boto3.session.Session(aws_access_key_id=access_key_id, aws_secret_access_key=secret_access_key,
                                     aws_session_token=session_token)
-    region = region or session.region_name or DEFAULT_REGION
     # Enough connections for the parallel receives, deletes and heartbeats of one process;
     # a read timeout above SQS's 20-second long poll.
-    config = Config(retries={"mode": "standard", "max_attempts": 4}, max_pool_connections=16,
-                    connect_timeout=5, read_timeout=40)
-    if endpoint and session.get_credentials() is None:
-        log.info("no AWS credentials found; sending unsigned requests to %s", endpoint)
-        config = config.merge(Config(signature_version=UNSIGNED))
-    return session.client("sqs", endpoint_url=endpoint, region_name=region, config=config)
+    return sqs_client(session, endpoint, region, Config(retries={"mode": "standard", "max_attempts": 4},
+                                                        max_pool_connections=16, connect_timeout=5, read_timeout=40))
 
 
 @functools.lru_cache(maxsize=64)
@@ -113,7 +104,7 @@ def _queue_url(connection: Connection, name: str) -> str:
     return str(connection.client().get_queue_url(QueueName=name)["QueueUrl"])
 
 
-def browse_page(client: Any, queue_url: str, max_messages: int = BROWSE_PAGE_MAX,
+def browse_page(client: Any, queue_url: str, max_messages: int = MAX_BROWSE,
                 next_token: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
     """One page of `QueueserverBrowseMessages`: (messages, next token or None).
 

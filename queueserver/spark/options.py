@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from queueserver.consumer.policies import MAX_VISIBILITY_SECONDS
+from queueserver.limits import MAX_VISIBILITY_TIMEOUT_SECONDS, MAX_WAIT_TIME_SECONDS
 from queueserver.spark.connection import Connection, get_option
 
 BROWSE = "browse"
 RECEIVE = "receive"
-MAX_WAIT_TIME_SECONDS = 20
 
 
 def _int(options: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
@@ -69,7 +68,7 @@ class ReadSettings:
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> ReadSettings:
-        visibility = _int(options, "visibilityTimeout", 30, 1, MAX_VISIBILITY_SECONDS)
+        visibility = _int(options, "visibilityTimeout", 30, 1, MAX_VISIBILITY_TIMEOUT_SECONDS)
         heartbeat = _float(options, "heartbeatInterval", visibility / 3)
         if heartbeat < 0 or (heartbeat and heartbeat >= visibility):
             raise ValueError(f"option heartbeatInterval must be 0 (off) or below visibilityTimeout "

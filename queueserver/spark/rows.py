@@ -23,7 +23,6 @@ SCHEMA = (
     "first_receive_timestamp timestamp, message_group_id string, message_deduplication_id string, "
     "sequence_number string, dead_letter_source_arn string, queue string, state string, receipt_handle string"
 )
-COLUMNS = tuple(part.split()[0] for part in SCHEMA.split(", "))
 # The system attributes every read asks for (a stream needs the FIFO ones to partition by group).
 SYSTEM_ATTRIBUTE_NAMES = ["All"]
 
@@ -81,4 +80,3 @@ def _timestamp(epoch_ms: str | None) -> dt.datetime | None:
 
 GROUP_INDEX = 7  # message_group_id's position in a row
 SEQUENCE_INDEX = 9  # sequence_number's position
-MESSAGE_ID_INDEX = 0

@@ -1,6 +1,6 @@
 """The streaming reader: at-least-once micro-batches from a queue, deleted only after Spark committed them.
 
-The protocol (measured in SPARK.md sections 4 and 10, followed here):
+The protocol (how Spark drives a Python streaming source, as observed on PySpark 4, followed here):
 - Offsets are a batch counter, {"batch": n}, not a position: a queue has none.
 - `latestOffset(start, limit)` runs in the driver-side runner process. It first deletes
   every held batch <= start: Spark calls it only after the batch ending at `start` is in
@@ -14,7 +14,7 @@ The protocol (measured in SPARK.md sections 4 and 10, followed here):
 - A daemon heartbeat thread in the runner keeps every held message invisible, because
   Spark does not call the source while a batch runs.
 - A batch Spark replays after a restart is unknown to the new runner: it is empty, and its
-  messages come back after their visibility timeout (pitfall 4 of SPARK.md). So the
+  messages come back after their visibility timeout. So the
   guarantee is at-least-once: dedupe on message_id downstream.
 - FIFO queues: all messages of one group in a batch go to one partition, in sequence order;
   the next messages of a group are received only after the group's previous batch is
@@ -165,7 +165,7 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         return {"batch": batch}
 
     def _receive(self, st: _Runner, want: int) -> list[tuple[Row, Held]]:
-        """Up to `want` messages: the first receive long-polls, the rest do not (SPARK.md 4.6)."""
+        """Up to `want` messages: the first receive long-polls, the rest do not (an empty queue costs one wait, not many)."""
         got: list[tuple[Row, Held]] = []
         first = True
         while len(got) < want:

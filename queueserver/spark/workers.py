@@ -5,7 +5,7 @@ worker as `queueserver worker`): it pulls work items, keeps them invisible with 
 visibility heartbeat while the handler runs, deletes on success and, on failure,
 releases the item at once (MakeVisibleNow, unless another failure policy is given), so
 an item that keeps failing reaches the dead-letter queue through the queue's own
-RedrivePolicy. No Data Source API is involved (SPARK.md section 6.1).
+RedrivePolicy. No Data Source API is involved: the tasks only host the workers.
 
 When does a task stop? With `drain=True` (the default) only when it has been idle for
 `idle_polls` long polls, no handler of its own is running, and the queue reports

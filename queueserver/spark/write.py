@@ -2,7 +2,7 @@
 
 Why failures travel back in the commit message instead of failing the task: a failed
 task is retried by Spark and would send its partition's rows a second time (a queue
-has no transaction to roll back, SPARK.md section 5). So a task sends what it can,
+has no transaction to roll back). So a task sends what it can,
 retries entries SQS failed on its own side, records the rows SQS refused (too long,
 invalid characters, a missing group id…) and returns; `commit()` on the driver then
 raises `QueueWriteError` naming each refused row, and `save()` fails with it. Nothing
@@ -35,6 +35,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from queueserver.consumer.sqs_calls import per_entry
+from queueserver.errors import ClientError
 from queueserver.spark.options import WriteSettings
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ MAX_REPORTED_FAILURES = 100  # per partition; the count is always complete
 RETRIES = 3  # for entries that failed on SQS's side (SenderFault false)
 
 
-class QueueWriteError(RuntimeError):
+class QueueWriteError(ClientError, RuntimeError):
     """Some rows were not sent; `failures` lists (partition, row index, code, message) for each."""
 
     def __init__(self, queue: str, failed: int, total: int, failures: list[tuple[int, int, str, str]]) -> None:
@@ -57,14 +58,12 @@ class QueueWriteError(RuntimeError):
 
 @dataclass
 class SentMessages(WriterCommitMessage):  # type: ignore[misc]
-    """What one task did: rows sent, rows refused (with reasons), first and last message ids."""
+    """What one task did: rows sent, rows refused (with reasons)."""
 
     partition: int
     sent: int = 0
     failed: int = 0
     failures: list[tuple[int, int, str, str]] = field(default_factory=list)
-    first_message_id: str | None = None
-    last_message_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -168,8 +167,6 @@ def _send(client: Any, plan: _Plan, pending: list[tuple[int, dict[str, Any], int
         response = client.send_message_batch(QueueUrl=plan.queue_url, Entries=entries)
         for ok in sorted(response.get("Successful", []), key=lambda e: int(e["Id"])):
             result.sent += 1
-            result.first_message_id = result.first_message_id or ok["MessageId"]
-            result.last_message_id = ok["MessageId"]
         retry = []
         for item, failure in zip(todo, per_entry(len(todo), response), strict=True):
             if failure is None:

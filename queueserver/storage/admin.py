@@ -11,7 +11,8 @@ import os
 import sqlite3
 from dataclasses import dataclass
 
-from queueserver.storage.sqlite_file import StartupError, describe
+from queueserver.errors import StartupError
+from queueserver.storage.sqlite_file import describe
 from queueserver.storage.migrations import available_migrations, schema_version
 from queueserver.storage.read_side import ReadSide
 

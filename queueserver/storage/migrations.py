@@ -11,15 +11,11 @@ import re
 import sqlite3
 from importlib import resources
 
-from queueserver.storage.sqlite_file import StartupError
+from queueserver.errors import SchemaTooNew
 
 log = logging.getLogger(__name__)
 
 _FILE_NAME = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
-
-
-class SchemaTooNew(StartupError):
-    pass
 
 
 def available_migrations() -> list[tuple[int, str, str]]:

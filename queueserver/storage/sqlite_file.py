@@ -9,11 +9,9 @@ import os
 import sqlite3
 from typing import Any, Callable
 
+from queueserver.errors import StartupError
+
 MIN_SQLITE = (3, 37, 0)  # STRICT tables
-
-
-class StartupError(Exception):
-    """The database cannot be served; the message says why and what to do."""
 
 
 def connect(path: str) -> sqlite3.Connection:

@@ -24,16 +24,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Callable, TypeVar
 
+from queueserver.errors import ClientError
+from queueserver.extensions import BROWSE_ACTION, MAX_BROWSE
+from queueserver.limits import DEFAULT_ACCOUNT, DEFAULT_REGION
+
 T = TypeVar("T")
 
-DEFAULT_REGION = "us-east-1"
-DEFAULT_ACCOUNT = "000000000000"
 _READY = "READY "
-_BROWSE_PAGE = 1000
 
 
-class QueueServerError(RuntimeError):
-    """The server did not start, did not stop, or answered a helper call with an error."""
+class QueueServerError(ClientError, RuntimeError):
+    """The server did not start, did not stop, or answered a helper call with an error.
+
+    A ClientError: the harness sees the server from outside, as a process and HTTP."""
 
 
 class QueueServer:
@@ -238,7 +241,7 @@ class QueueServer:
         found: list[dict[str, Any]] = []
         token = None
         while True:
-            page = self.call("QueueserverBrowseMessages", {"QueueUrl": url, "MaxNumberOfMessages": _BROWSE_PAGE,
+            page = self.call(BROWSE_ACTION, {"QueueUrl": url, "MaxNumberOfMessages": MAX_BROWSE,
                                                            **({"NextToken": token} if token else {})},
                              region=region)
             found.extend(page.get("Messages", []))

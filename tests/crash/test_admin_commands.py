@@ -1,5 +1,5 @@
 """The admin commands: `queueserver backup DEST` (online, safe under load) and
-`queueserver check` (integrity, schema version, messages per queue) (issue 5)."""
+`queueserver check` (integrity, schema version, messages per queue)."""
 
 from __future__ import annotations
 

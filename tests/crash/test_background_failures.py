@@ -1,4 +1,4 @@
-"""Background work outlives storage failures (issue 23).
+"""Background work outlives storage failures.
 
 The retention sweeper is what frees space after a full disk, so it must survive the very
 failures it helps recover from: storage failures reach it as ServiceUnavailable. Here the

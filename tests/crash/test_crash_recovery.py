@@ -1,4 +1,4 @@
-"""Durability under SIGKILL (DESIGN.md rule 6, issue 5).
+"""Durability under SIGKILL: a 200 means the change is on disk.
 
 Five client threads send (single and batch), receive, delete and change visibility
 while the server is SIGKILLed every 3–5 s and restarted on the same file. At the end

@@ -1,5 +1,5 @@
 """Storage faults while serving: each gets a clear answer, the server recovers when the
-fault clears, and nothing acknowledged is lost (issue 5).
+fault clears, and nothing acknowledged is lost.
 
 * a full disk and a database locked by another process: 503 ServiceUnavailable to
   clients, one log line, writes succeed again once the condition clears;

@@ -1,4 +1,4 @@
-"""Power loss, not just process death (issue 23).
+"""Power loss, not just process death.
 
 SIGKILL leaves the page cache behind, so a write acknowledged before it reached the disk
 passes every kill test. Here the server runs on powercut_fs.py, a FUSE filesystem that keeps

@@ -1,4 +1,4 @@
-"""GET /health and GET /ready through storage outages (issue 19).
+"""GET /health and GET /ready through storage outages.
 
 /health says the process answers, whatever the storage does; /ready says the database takes
 writes: 503 while another process holds its lock or the disk is full, 200 again once writes

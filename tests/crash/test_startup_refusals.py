@@ -1,6 +1,6 @@
 """Start-up refusals: a database that cannot be served makes `serve` exit 2 at once with
 one stderr line that names the file and says what to do, prints no READY, and leaves
-the file as it was (issue 5): read-only, already served by another queueserver,
+the file as it was: read-only, already served by another queueserver,
 corrupted, from a newer queueserver, or deleted with its write-ahead log left behind.
 """
 

@@ -1,4 +1,4 @@
-"""Subscriptions under SIGKILL (issue 22): a send is in the queue and in every subscription, or in none.
+"""Subscriptions under SIGKILL: a send is in the queue and in every subscription, or in none.
 
 Senders run while the server is SIGKILLed mid-load and restarted on the same file, twice. Then every
 acknowledged send is in the queue and in each subscription exactly once, each receiver holds the same

@@ -1,4 +1,4 @@
-"""Browser safety without credentials (issue 15): a web page may not drive the server through a
+"""Browser safety without credentials: a web page may not drive the server through a
 visitor's browser, unless its origin is allowed, which then gets proper CORS answers."""
 
 from __future__ import annotations

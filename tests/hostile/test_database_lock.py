@@ -1,4 +1,4 @@
-"""The database is locked by the file itself (issue 15): a second server on the same file by a
+"""The database is locked by the file itself: a second server on the same file by a
 hard link, a symlink or another spelling of its path is refused with one line, while
 `queueserver backup` and `check` still work against the running server."""
 

@@ -1,4 +1,4 @@
-"""Fuzzing both wire protocols against a real server process (issue 15): whatever arrives, the
+"""Fuzzing both wire protocols against a real server process: whatever arrives, the
 answer is never a 5xx, the server never dies, and it still answers afterwards.
 
 Bounded for CI: 500 examples a protocol, derandomised so that a CI failure reproduces (about

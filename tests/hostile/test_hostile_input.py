@@ -1,5 +1,5 @@
 """Input that used to be stored and could then never be returned, and parser failures that used
-to be 500s with a traceback (issue 15), over both wire protocols against the shared server."""
+to be 500s with a traceback, over both wire protocols against the shared server."""
 
 from __future__ import annotations
 

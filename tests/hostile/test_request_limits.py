@@ -1,4 +1,4 @@
-"""Limits on what one client may hold (issue 15): the request body, the head, the time to send
+"""Limits on what one client may hold: the request body, the head, the time to send
 them, idle keep-alive, and the number of connections; each against a real server process, with
 its memory read from /proc for oversize bodies and its descriptors counted for a flood."""
 

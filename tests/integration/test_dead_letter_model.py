@@ -262,7 +262,7 @@ class World:
         except ClientError as exc:
             outcome = exc.response["Error"]["Code"]
         self.log.append(f"change visibility of {m.message_id} in {m.place} to {timeout}: {outcome}")
-        # AWS (issue 14): the latest handle still changes a standard message whose visibility ended;
+        # AWS: the latest handle still changes a standard message whose visibility ended;
         # a FIFO one it does not (the handle has expired).
         if in_flight or not self.fifo:
             self.check(f"changing the visibility of {m.message_id} (in flight: {in_flight}) gave {outcome}",

@@ -1,5 +1,5 @@
 """Dead-letter queues: RedrivePolicy and RedriveAllowPolicy, the move on receive, and
-ListDeadLetterSourceQueues (SQS.md 1.2, 1.12)."""
+ListDeadLetterSourceQueues."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fair queues (issue 4, SQS.md 1.11): MessageGroupId on a standard queue names a tenant,
+"""Fair queues: MessageGroupId on a standard queue names a tenant,
 and receives are fair across tenants, so one tenant's backlog does not delay another's
 few messages. A fair queue is still a standard queue: no group is held while one of its
 messages is in flight, and there is no deduplication or SequenceNumber.

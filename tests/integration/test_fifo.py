@@ -1,4 +1,4 @@
-"""FIFO queues (issue 4): creation and the FIFO attributes, the FIFO-specific errors of
+"""FIFO queues: creation and the FIFO attributes, the FIFO-specific errors of
 SendMessage, SequenceNumber, deduplication (the 5-minute window, queue and message-group
 scope, content-based), queue delays, and what survives a restart.
 
@@ -188,7 +188,7 @@ def test_a_batch_entry_without_a_message_group_id_fails_the_whole_batch(sqs, mak
             {"Id": "nogroup", "MessageBody": "b", "MessageDeduplicationId": "d2"},
         ])
     assert info.value.response["Error"]["Message"] == "The request must contain the parameter MessageGroupId."
-    assert counts(sqs, url) == Counts(0, 0, 0), "not even the good entry is sent (AWS, issue 14)"
+    assert counts(sqs, url) == Counts(0, 0, 0), "not even the good entry is sent (observed on AWS)"
 
 
 @pytest.mark.parametrize("delay", [1, 900])

@@ -1,4 +1,4 @@
-"""Many concurrent receivers on one FIFO queue (issue 4).
+"""Many concurrent receivers on one FIFO queue.
 
 Ten receiver threads, each with its own boto3 client, short-poll and long-poll one
 FIFO queue of 20 groups x 15 messages. They delete most messages, release some
@@ -101,7 +101,7 @@ def receiver(run: Run, client: Any, number: int, long_polls: bool, seed: int) ->
                 if got.receive_count <= 3 and rng.random() < 0.08:
                     # A FIFO consumer that fails a message fails the rest of its group in this receive too,
                     # the last first: a group is available again as soon as its first message is visible
-                    # (AWS, issue 14), and the later ones must be visible by then.
+                    # (observed on AWS), and the later ones must be visible by then.
                     failed_groups.add(got.group)
                     for later, later_got in reversed([p for p in pairs[n:] if p[1].group == got.group]):
                         release(run, client, later, later_got)

@@ -1,5 +1,5 @@
-"""FIFO delivery (issue 4): strict order within a message group, a group held while its
-first message is in flight (issue 14: later ones still in flight stay hidden when it is
+"""FIFO delivery: strict order within a message group, a group held while its
+first message is in flight (observed on AWS: later ones still in flight stay hidden when it is
 visible again), failed messages before later ones, long polls on a held group,
 ReceiveRequestAttemptId, stale receipt handles (the FIFO errors of DeleteMessage and
 ChangeMessageVisibility), and FIFO dead-letter queues.
@@ -65,7 +65,7 @@ def test_one_receive_returns_each_groups_messages_together_in_order(sqs, make_qu
 def test_a_receive_returns_as_many_messages_of_one_group_as_it_can_before_taking_another(sqs, make_queue):
     # AWS, "FIFO queue delivery logic": "Amazon SQS first attempts to return as many messages with the
     # same message group ID as possible. This allows other consumers to process messages with a
-    # different message group ID." SQS.md 1.10 does not say it; AWS's guide wins.
+    # different message group ID." AWS's developer guide says so.
     url = make_fifo(make_queue)
     send_in_turn(sqs, url, ["a", "b", "c"], 5)  # a:0 b:0 c:0 a:1 b:1 c:1 …
     assert got(rcv(sqs, url, 5)) == ["a:0", "a:1", "a:2", "a:3", "a:4"]
@@ -88,7 +88,7 @@ def test_a_released_first_message_is_received_alone_while_a_later_one_of_its_gro
     url = make_fifo(make_queue)
     send_in_turn(sqs, url, ["g"], 3)
     first, second = rcv(sqs, url, 2)
-    release(sqs, url, first)  # g:0 is visible again, g:1 is still in flight (AWS, issue 14)
+    release(sqs, url, first)  # g:0 is visible again, g:1 is still in flight (observed on AWS)
     assert got(rcv(sqs, url)) == ["g:0"], "the group is available again, but g:1 and g:2 stay behind g:1"
     assert rcv(sqs, url) == []
     delete_all(sqs, url, [second])
@@ -244,7 +244,7 @@ def test_an_attempt_id_must_be_1_to_128_printable_ascii_characters(sqs, make_que
 
 
 def assert_expired(info, handle):
-    """AWS (observed, issue 14): InvalidParameterValue naming the handle, not ReceiptHandleIsInvalid."""
+    """AWS (observed): InvalidParameterValue naming the handle, not ReceiptHandleIsInvalid."""
     assert_code(info.value, "InvalidParameterValue")
     assert info.value.response["Error"]["Message"] == expired(handle)
 

@@ -1,4 +1,4 @@
-"""FIFO behaviour as observed on AWS (issue 14): the queue of message groups, visibility
+"""FIFO behaviour as observed on AWS: the queue of message groups, visibility
 changes of single messages, per-message delays, deduplication scope and purge, and
 SendMessageBatch entries without a group or a deduplication id.
 

@@ -1,4 +1,4 @@
-"""In-flight limits (issue 4, SQS.md 1.6): a standard queue with its quota of messages in
+"""In-flight limits: a standard queue with its quota of messages in
 flight answers a short poll with OverLimit (403) and a long poll with no new messages until
 the count drops; a FIFO queue at its quota stops delivering without an error.
 

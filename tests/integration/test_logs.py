@@ -1,4 +1,4 @@
-"""`--log-format json` and `--access-log` (issue 19): what a log shipper reads on stderr."""
+"""`--log-format json` and `--access-log`: what a log shipper reads on stderr."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Redrive: StartMessageMoveTask, ListMessageMoveTasks, CancelMessageMoveTask (SQS.md 1.1, 1.12).
+"""Redrive: StartMessageMoveTask, ListMessageMoveTasks, CancelMessageMoveTask.
 
 Move tasks pace themselves in real time (not the test clock), so the waits here poll
 ListMessageMoveTasks with a bounded real-time loop.
@@ -50,7 +50,7 @@ def _dead_lettered(sqs: Any, make_queue: Any, n: int, **kwargs: Any) -> tuple[st
 
 
 def _assert_error(info: pytest.ExceptionInfo[Any], code: str, message: str | None = None) -> None:
-    """AWS answers ResourceNotFoundException with 404 (observed, issue 14), the rest with 400."""
+    """AWS answers ResourceNotFoundException with 404 (observed), the rest with 400."""
     err = info.value.response["Error"]
     assert err["Code"] == code, err
     assert err.get("QueryErrorCode", code) == COMMON_ERROR_SHAPES.get(code, code), err
@@ -371,7 +371,7 @@ def test_only_one_task_may_run_per_source_queue(sqs, make_queue):
         sqs.start_message_move_task(SourceArn=dlq_arn)
     _assert_error(info, "InvalidParameterValue")
     sqs.cancel_message_move_task(TaskHandle=handle)
-    # once the cancel has returned, a new task may start (AWS, issue 14) and finishes the job
+    # once the cancel has returned, a new task may start (observed on AWS) and finishes the job
     sqs.start_message_move_task(SourceArn=dlq_arn)
     task = wait_for_task(sqs, dlq_arn)
     assert task["Status"] == "COMPLETED"

@@ -1,4 +1,4 @@
-"""GET /metrics after a known workload: every counter and gauge against what was done (issue 19).
+"""GET /metrics after a known workload: every counter and gauge against what was done.
 
 Each test runs its own server (a fresh database, the manual clock, exact counts) so that the
 server-wide figures are this test's alone, over both wire protocols. The exposition is read with

@@ -1,4 +1,4 @@
-"""Receipt handles after the visibility timeout ended (issue 14, observed on AWS).
+"""Receipt handles after the visibility timeout ended (observed on AWS).
 
 A handle whose visibility timeout expired, with no receive since, is still the latest one:
 on a standard queue DeleteMessage deletes with it and ChangeMessageVisibility (0 included)

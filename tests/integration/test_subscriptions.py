@@ -1,4 +1,4 @@
-"""Subscriptions (issue 22): several independent receivers of one queue, each with its own URL,
+"""Subscriptions: several independent receivers of one queue, each with its own URL,
 consumed with the ordinary SQS actions, the body of each message stored once.
 
 Over both wire protocols (the `make_client` fixture); each test runs its own server on a file in

@@ -109,7 +109,7 @@ def test_change_message_visibility_with_the_latest_handle_after_its_visibility_e
     clock.advance(6)
     assert counts(sqs, queue_url) == Counts(1, 0, 0)
     sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=msg["ReceiptHandle"],
-                                  VisibilityTimeout=60)  # AWS: still the latest handle (issue 14)
+                                  VisibilityTimeout=60)  # AWS: still the latest handle
     assert counts(sqs, queue_url) == Counts(0, 1, 0)
     assert receive(sqs, queue_url) == []
     clock.advance(61)

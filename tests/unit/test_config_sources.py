@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from queueserver.cli import _parser
 from queueserver.config import ServerConfig
-from queueserver.config_sources import ConfigError, load, reference_table, settings
+from queueserver.config_sources import CONFIG_ENV, ConfigError, load, reference_table, settings
 
 
 def _load(argv: list[str], environ: dict[str, str] | None = None) -> ServerConfig:
@@ -145,3 +146,26 @@ def test_backup_and_check_find_the_database_in_queueserver_db_as_the_server_does
     assert _parser().parse_args(["check"]).db == "/data/queues.db"
     assert _parser().parse_args(["backup", "copy.db"]).db == "/data/queues.db"
     assert _parser().parse_args(["check", "--db", "other.db"]).db == "other.db"
+
+
+def test_every_option_of_serve_comes_from_the_declaration_with_its_help_and_no_default_of_its_own() -> None:
+    serve = next(action for action in _parser()._subparsers._group_actions  # type: ignore[union-attr]
+                 if action.choices and "serve" in action.choices).choices["serve"]
+    by_option = {s.option: s for s in settings()}
+    undeclared, drifted = [], []
+    for action in serve._actions:
+        options = [o for o in action.option_strings if o.startswith("--") and not o.startswith("--no-")]
+        if not options or options[0] in ("--help", "--config"):
+            continue
+        declared = by_option.pop(options[0], None)
+        if declared is None:
+            undeclared.append(options[0])
+        elif action.help != declared.help or action.default is not argparse.SUPPRESS:
+            drifted.append(options[0])  # a help or default written beside the declaration
+    assert (undeclared, drifted, sorted(by_option)) == ([], [], [])
+
+
+def test_the_readme_documents_the_config_file_option_and_its_variable() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Config file", 1)[1].split("\n### ", 1)[0]
+    assert "--config" in section and CONFIG_ENV in section

@@ -1,4 +1,4 @@
-"""Migrations 0003 and 0004 (subscriptions, issue 22) on a real SQLite file: forward from a version-2
+"""Migrations 0003 and 0004 (subscriptions) on a real SQLite file: forward from a version-2
 and a version-3 database with messages in it, and the shared-body bookkeeping their triggers do."""
 
 from __future__ import annotations
