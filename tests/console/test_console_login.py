@@ -151,12 +151,12 @@ def test_a_key_limited_to_one_queue_sees_only_it_and_cannot_purge_another_even_b
     assert worker.login("AKIDWORKER", "worker-secret") == (303, "/console/")
     status, _, body = worker.request("GET", "/console/")
     assert status == 200 and "login-jobs" in body and "login-other" not in body
-    assert worker.request("GET", "/console/queues/us-east-1/login-other")[0] == 403
-    status, _, body = worker.request("GET", "/console/queues/us-east-1/login-jobs")
+    assert worker.request("GET", f"/console/queues/us-east-1/{OWNER}/login-other")[0] == 403
+    status, _, body = worker.request("GET", f"/console/queues/us-east-1/{OWNER}/login-jobs")
     assert status == 200 and "Purge" not in body  # the policy leaves PurgeQueue out: no button
     token = worker.cookies["qs_console_csrf"]
     for name in ("login-other", "login-jobs"):
-        status, _, _ = worker.request("POST", f"/console/queues/us-east-1/{name}/purge",
+        status, _, _ = worker.request("POST", f"/console/queues/us-east-1/{OWNER}/{name}/purge",
                                       {"csrf_token": token, "confirm": name})
         assert status == 403
     assert alice.get_queue_attributes(QueueUrl=other, AttributeNames=["ApproximateNumberOfMessages"])[
@@ -171,7 +171,9 @@ def test_another_accounts_queue_is_invisible_until_add_permission_grants_it(serv
     alice.login("AKIDALICE", "alice-secret")
     assert "login-bobs-queue" not in alice.request("GET", "/console/")[2]
     bob.add_permission(QueueUrl=url, Label="alice-looks", AWSAccountIds=[OWNER], Actions=["GetQueueAttributes"])
-    assert f"login-bobs-queue <small>(account {OTHER})</small>" in alice.request("GET", "/console/")[2]
+    listed = alice.request("GET", "/console/")[2]
+    assert (f'<a href="/console/queues/us-east-1/{OTHER}/login-bobs-queue">login-bobs-queue</a> '
+            f'<small>(account {OTHER})</small>') in listed
 
 
 def test_logout_ends_the_session_even_for_a_copy_of_its_cookie(server: Any) -> None:
