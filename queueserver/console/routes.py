@@ -112,6 +112,7 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         name_filter = request.query_params.get("q", "")
         viewer = access.viewer(request)
         assert viewer is not None  # the app below sends a request without a viewer to the login form
+        fsync.note(engine.observe.storage.fsync_seconds)  # an open overview keeps the server page's window
         rows = await views.overview(engine, name_filter, sort, descending,
                                     lambda queue: viewer.may("GetQueueAttributes", queue.arn))
         return page(request, "overview.html", rows=rows, sort=sort, descending=descending, name_filter=name_filter,

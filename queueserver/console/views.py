@@ -138,18 +138,19 @@ class FsyncWindow:
 
     KEEP_S = 15 * 60
 
-    def __init__(self) -> None:
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._monotonic = monotonic
         self._snapshots: list[tuple[float, list[int]]] = []
 
     def note(self, histogram: Histogram) -> None:
-        now = time.monotonic()
+        now = self._monotonic()
         if not self._snapshots or now - self._snapshots[-1][0] >= 60:
             self._snapshots.append((now, list(histogram.counts)))
             self._snapshots = [s for s in self._snapshots if now - s[0] <= self.KEEP_S]
 
     def latency(self, histogram: Histogram) -> Fsync:
         self.note(histogram)
-        now, counts = time.monotonic(), list(histogram.counts)
+        now, counts = self._monotonic(), list(histogram.counts)
         oldest = next((s for s in self._snapshots if now - s[0] >= 60), None)  # a window of a minute at least
         window = "since the start"
         if oldest is not None:
