@@ -272,3 +272,28 @@ def test_in_chromium_another_accounts_queue_opens_and_offers_exactly_what_its_po
     assert _visible_in(bob, url) == "0"
     page.goto(server.endpoint + f"/console/queues/us-east-1/{OWNER}/login-shared")  # Alice's account has none
     expect(page.locator("h1")).to_have_text(f"No queue login-shared in us-east-1, account {OWNER}")
+
+
+def test_a_key_without_the_subscription_actions_neither_sees_nor_creates_subscriptions(server: Any) -> None:
+    _client(server, "AKIDALICE").create_queue(QueueName="login-jobs")
+    page = f"/console/queues/us-east-1/{OWNER}/login-jobs"
+    alice = Browser(server.endpoint)
+    alice.login("AKIDALICE", "alice-secret")
+    alice.request("GET", page)
+    status, headers, _ = alice.request("POST", page + "/subscribe", {"csrf_token": alice.cookies["qs_console_csrf"],
+                                                                     "subscription": "audit"})
+    assert (status, headers["location"]) == (303, page + "?notice=Subscription+audit+created.")
+    status, _, body = alice.request("GET", page)
+    assert status == 200 and 'data-subscription="audit"' in body and 'class="subscribe"' in body
+    worker = Browser(server.endpoint)
+    worker.login("AKIDWORKER", "worker-secret")
+    status, _, body = worker.request("GET", page)  # its policy names no QueueserverListSubscriptions
+    assert status == 200 and 'id="subscriptions"' not in body and 'class="subscribe"' not in body
+    status, _, _ = worker.request("POST", page + "/subscribe", {"csrf_token": worker.cookies["qs_console_csrf"],
+                                                                "subscription": "sneaky"})
+    assert status == 403
+    status, _, _ = worker.request("POST", page + "~audit/delete", {"csrf_token": worker.cookies["qs_console_csrf"],
+                                                                   "confirm": "audit"})
+    assert status == 403
+    body = alice.request("GET", page)[2]
+    assert re.findall(r'data-subscription="([^"]+)"', body) == ["audit"]

@@ -108,3 +108,18 @@ def _subscriptions(sqs: Any, url: str) -> list[dict[str, str]]:
     status, answer = extension_call(sqs, "QueueserverListSubscriptions", QueueUrl=url)
     assert status == 200, answer
     return list(answer["Subscriptions"])
+
+
+def test_a_send_posted_to_a_subscription_is_refused_and_sends_nothing(
+        page: Any, console_server: Any, console_sqs: Any) -> None:
+    url = console_sqs.create_queue(QueueName="no-sends-here")["QueueUrl"]
+    subscription = subscribe(console_sqs, url, "reader")
+    page.goto(console_server.endpoint + "/console/queues/us-east-1/000000000000/no-sends-here~reader")
+    expect(page.locator("h1 .kind")).to_have_text("subscription of no-sends-here")
+    token = next(c["value"] for c in page.context.cookies() if c["name"] == "qs_console_csrf")
+    refused = page.request.post(page.url + "/send", form={"csrf_token": token, "body": "sneaked in"},
+                                headers={"origin": console_server.endpoint}, max_redirects=0)
+    assert refused.status == 404
+    for target in (url, subscription):
+        assert console_sqs.get_queue_attributes(QueueUrl=target, AttributeNames=["ApproximateNumberOfMessages"])[
+            "Attributes"]["ApproximateNumberOfMessages"] == "0"
