@@ -104,7 +104,8 @@ async def run(calls: SqsCalls, viewer: Viewer, action: str, target: Target, fiel
         return Done("Subscription purged." if target.parent else "Queue purged.")
     if action == "delete" and target.parent is not None:
         await calls.call(chosen, target.region, {"SubscriptionUrl": url}, caller)
-        return Done(f"Subscription {target.shown_name} deleted.", then=Target(target.region, target.account, target.parent))
+        queue = Target(target.region, target.account, target.parent)
+        return Done(f"Subscription {target.shown_name} deleted.", then=queue)
     if action == "delete":
         await calls.call("DeleteQueue", target.region, {"QueueUrl": url}, caller)
         return Done(f"Queue {target.name} deleted.", to_overview=True)

@@ -57,8 +57,8 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
     started = time.monotonic()
     fsync = views.FsyncWindow()
     templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
-    templates.globals.update(queue_path=_queue_path, arn_path=_arn_path, prefix=CONSOLE_PREFIX, sparkline=views.sparkline,
-                             spark_width=views.SPARK_WIDTH, spark_height=views.SPARK_HEIGHT)
+    templates.globals.update(queue_path=_queue_path, arn_path=_arn_path, prefix=CONSOLE_PREFIX,
+                             sparkline=views.sparkline, spark_width=views.SPARK_WIDTH, spark_height=views.SPARK_HEIGHT)
 
     def page(request: Request, template: str, **context: Any) -> Response:
         token, new = access.csrf_token(request)
