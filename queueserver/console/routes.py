@@ -149,6 +149,8 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         url = calls.queue_url(region, queue.name, queue.account)
         after = request.query_params.get("after", "")
         shown: dict[str, Any] = {"row": await views.queue_row(engine, queue), "after": after, "messages": None,
+                                 "url": calls.queue_url(region, queue.name, queue.account,  # as the endpoint makes it
+                                                        f"{request.url.scheme}://{request.headers.get('host', '')}"),
                                  "next_token": None, "tasks": [], "source_names": [], "subscriptions": None,
                                  "tags": queue.tags if viewer.may("ListQueueTags", arn) else None}
         if viewer.may("QueueserverBrowseMessages", arn):

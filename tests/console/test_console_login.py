@@ -243,6 +243,7 @@ def test_in_chromium_another_accounts_queue_opens_and_offers_exactly_what_its_po
     row.get_by_role("link", name="login-shared").click()
     expect(page).to_have_url(re.compile(f"/console/queues/us-east-1/{OTHER}/login-shared$"))
     expect(page.locator(".crumbs")).to_contain_text(f"account {OTHER}")
+    expect(page.locator("#queue-url")).to_have_text(url)  # Bob's queue URL, as his client has it
     expect(page.locator("#counts [data-count=visible]")).to_have_text("1")
     expect(page.locator("main")).to_contain_text("may not browse")  # sqs:QueueserverBrowseMessages is not granted
     for absent in ("form.send", "form[action$='/purge']", "form[action$='/delete']", "form.subscribe"):

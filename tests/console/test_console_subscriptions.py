@@ -50,6 +50,7 @@ def test_a_subscription_is_created_counted_browsed_purged_alone_and_deleted(
     expect(page.locator("form.send")).to_have_count(0)  # sends go to the queue
     billing_url = next(s["SubscriptionUrl"] for s in _subscriptions(console_sqs, url)
                        if s["SubscriptionName"] == "billing")
+    expect(page.locator("#queue-url")).to_have_text(billing_url)  # what a consumer is given
     console_sqs.receive_message(QueueUrl=billing_url, MaxNumberOfMessages=1, VisibilityTimeout=600)
     expect(page.locator("#counts [data-count=in_flight]")).to_have_text("1")
 
