@@ -124,3 +124,18 @@ def test_a_send_posted_to_a_subscription_is_refused_and_sends_nothing(
     for target in (url, subscription):
         assert console_sqs.get_queue_attributes(QueueUrl=target, AttributeNames=["ApproximateNumberOfMessages"])[
             "Attributes"]["ApproximateNumberOfMessages"] == "0"
+
+
+def test_a_page_with_two_refreshing_sections_fetches_itself_once_per_tick(
+        page: Any, console_server: Any, console_sqs: Any) -> None:
+    url = console_sqs.create_queue(QueueName="ticking")["QueueUrl"]
+    subscribe(console_sqs, url, "watcher")
+    page.clock.install()
+    page.goto(console_server.endpoint + "/console/queues/us-east-1/000000000000/ticking")
+    expect(page.locator("[data-refresh]")).to_have_count(2)  # the counts and the subscriptions
+    fetches: list[Any] = []
+    page.on("request", lambda request: fetches.append(request.url) if request.resource_type == "fetch" else None)
+    # the timers fire inside run_for, so every fetch of the tick is under way before the first one's answer
+    with page.expect_response(lambda response: response.request.resource_type == "fetch"):
+        page.clock.run_for(3000)
+    assert len(fetches) == 1, fetches
