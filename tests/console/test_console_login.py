@@ -280,7 +280,8 @@ def test_a_key_without_the_subscription_actions_neither_sees_nor_creates_subscri
     page = f"/console/queues/us-east-1/{OWNER}/login-jobs"
     alice = Browser(server.endpoint)
     alice.login("AKIDALICE", "alice-secret")
-    alice.request("GET", page)
+    status, headers, _ = alice.request("GET", "/console/queues/us-east-1/login-jobs?after=7")  # the older address
+    assert (status, headers["location"]) == (303, page + "?after=7")  # ...is the key's own account's queue
     status, headers, _ = alice.request("POST", page + "/subscribe", {"csrf_token": alice.cookies["qs_console_csrf"],
                                                                      "subscription": "audit"})
     assert (status, headers["location"]) == (303, page + "?notice=Subscription+audit+created.")
