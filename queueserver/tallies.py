@@ -64,12 +64,13 @@ class QueueTally:
 class StorageTally:
     """The database thread's and the syncer's figures."""
 
-    __slots__ = ("group_sizes", "fsync_seconds", "outages", "failed_fsyncs", "redriven")
+    __slots__ = ("group_sizes", "fsync_seconds", "outages", "last_outage", "failed_fsyncs", "redriven")
 
     def __init__(self) -> None:
         self.group_sizes = Histogram(GROUP_BOUNDS)  # operations per commit group
         self.fsync_seconds = Histogram(FSYNC_BOUNDS)
         self.outages = 0  # storage outages begun (each is logged once)
+        self.last_outage: tuple[float, str] | None = None  # when the last one began (epoch seconds) and why
         self.failed_fsyncs = 0
         self.redriven = 0  # messages moved by move tasks
 

@@ -5,8 +5,10 @@ Run: .venv/bin/python scripts/console_screenshots.py   (needs Debian's chromium 
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 
 import boto3
@@ -19,6 +21,15 @@ import serverproc  # noqa: E402
 
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def subscribe(endpoint: str, queue_url: str, name: str) -> None:
+    """QueueserverCreateSubscription (boto3 does not know the extension actions)."""
+    request = urllib.request.Request(endpoint + "/", data=json.dumps({"QueueUrl": queue_url, "SubscriptionName": name})
+                                     .encode(), headers={"X-Amz-Target": "AmazonSQS.QueueserverCreateSubscription",
+                                                         "Content-Type": "application/x-amz-json-1.0"})
+    with urllib.request.urlopen(request, timeout=10):
+        pass
 
 
 def fill(endpoint: str) -> None:
@@ -34,6 +45,8 @@ def fill(endpoint: str) -> None:
     emails = sqs.create_queue(QueueName="emails")["QueueUrl"]
     west = boto3.client("sqs", endpoint_url=endpoint, region_name="eu-west-1", aws_access_key_id="x",
                         aws_secret_access_key="x").create_queue(QueueName="audit")["QueueUrl"]
+    for name in ("billing", "shipping"):  # issue 22: subscriptions, listed under their queue
+        subscribe(endpoint, orders, name)
     for i in range(40):
         sqs.send_message(QueueUrl=orders, MessageBody=f'{{"order": {1000 + i}, "items": {i % 4 + 1}}}',
                          MessageAttributes={"source": {"DataType": "String", "StringValue": "web"}})
@@ -62,7 +75,7 @@ def main() -> None:
                 page.wait_for_timeout(2500)  # the counts cache's staleness bound
                 page.reload()
                 page.screenshot(path=str(ROOT / "docs/console-overview.png"))
-                page.goto(server.endpoint + "/console/queues/us-east-1/orders")
+                page.goto(server.endpoint + "/console/queues/us-east-1/000000000000/orders")
                 page.screenshot(path=str(ROOT / "docs/console-queue.png"))
                 browser.close()
         finally:

@@ -24,13 +24,14 @@ class SqsCalls:
         self._home_region = home_region
         self._account = account
 
-    def queue_url(self, region: str, name: str, account: str | None = None) -> str:
-        """A queue URL the handlers resolve (their host part is not looked at)."""
-        return self._context(region, account, None, "").queue_url(name)
+    def queue_url(self, region: str, name: str, account: str | None = None, base_url: str = "http://console") -> str:
+        """A queue URL the handlers resolve (they do not look at its host; a page shows it with the real one)."""
+        return self._context(region, account, None, "", base_url).queue_url(name)
 
-    def _context(self, region: str, account: str | None, caller: Caller | None, action: str) -> RequestContext:
+    def _context(self, region: str, account: str | None, caller: Caller | None, action: str,
+                 base_url: str = "http://console") -> RequestContext:
         return RequestContext(region=region, account=caller.account if caller else account or self._account,
-                              base_url="http://console", request_id=str(uuid.uuid4()),
+                              base_url=base_url, request_id=str(uuid.uuid4()),
                               sender_id=caller.key.key_id if caller else "console", home_region=self._home_region,
                               caller=caller, action=action)
 

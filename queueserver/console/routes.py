@@ -18,13 +18,14 @@ from starlette.staticfiles import StaticFiles
 from queueserver import errors
 from queueserver.browser_guard import BrowserGuard
 from queueserver.config import ServerConfig
-from queueserver.console import views
+from queueserver.console import actions, views
 from queueserver.auth import Authenticator
 from queueserver.console.access import CSRF_COOKIE, CSRF_FIELD, Access, Viewer
 from queueserver.console.calls import SqsCalls
 from queueserver.errors import ConsoleError
-from queueserver.extensions import BROWSE_ACTION
+from queueserver.extensions import BROWSE_ACTION, LIST_SUBSCRIPTIONS_ACTION
 from queueserver.console.sessions import SESSION_COOKIE, SESSION_SECONDS
+from queueserver.models import Queue
 from queueserver.storage import QueueEngine
 
 CONSOLE_PREFIX = "/console"
@@ -39,9 +40,16 @@ _SECURITY_HEADERS = {
 }
 
 
-def _queue_path(region: str, name: str, **query: str) -> str:
-    path = f"{CONSOLE_PREFIX}/queues/{quote(region, safe='')}/{quote(name, safe='')}"
+def _queue_path(region: str, account: str, name: str, **query: str) -> str:
+    """A queue's (or a subscription's) page: region, account and name, so a link means the same to every viewer."""
+    path = f"{CONSOLE_PREFIX}/queues/{quote(region, safe='')}/{quote(account, safe='')}/{quote(name, safe='')}"
     return path + ("?" + urlencode(query) if query else "")
+
+
+def _arn_path(arn: str) -> str:
+    """The page of the queue an ARN names (a RedrivePolicy's deadLetterTargetArn)."""
+    parts = arn.split(":")
+    return _queue_path(parts[3], parts[4], parts[5]) if len(parts) == 6 else CONSOLE_PREFIX + "/"
 
 
 def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuard,
@@ -49,9 +57,10 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
     access = Access(guard, engine, config.account_id, config.region, authenticator)
     calls = SqsCalls(engine, config.region, config.account_id)
     started = time.monotonic()
+    fsync = views.FsyncWindow()
     templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
-    templates.globals.update(queue_path=_queue_path, prefix=CONSOLE_PREFIX, sparkline=views.sparkline,
-                             spark_width=views.SPARK_WIDTH, spark_height=views.SPARK_HEIGHT)
+    templates.globals.update(queue_path=_queue_path, arn_path=_arn_path, prefix=CONSOLE_PREFIX,
+                             sparkline=views.sparkline, spark_width=views.SPARK_WIDTH, spark_height=views.SPARK_HEIGHT)
 
     def page(request: Request, template: str, **context: Any) -> Response:
         token, new = access.csrf_token(request)
@@ -103,110 +112,111 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         sort = request.query_params.get("sort", "name")
         descending = request.query_params.get("dir") == "desc"
         name_filter = request.query_params.get("q", "")
-        rows = await views.overview(engine, name_filter, sort, descending)
         viewer = access.viewer(request)
         assert viewer is not None  # the app below sends a request without a viewer to the login form
-        rows = [row for row in rows if viewer.may("GetQueueAttributes", row.queue.arn)]
+        fsync.note(engine.observe.storage.fsync_seconds)  # an open overview keeps the server page's window
+        rows = await views.overview(engine, name_filter, sort, descending,
+                                    lambda queue: viewer.may("GetQueueAttributes", queue.arn))
         return page(request, "overview.html", rows=rows, sort=sort, descending=descending, name_filter=name_filter,
                     regions=sorted({config.region, *(r.queue.region for r in rows)}), home_region=config.region)
 
-    async def queue_page(request: Request) -> Response:
-        region, name = request.path_params["region"], request.path_params["name"]
+    async def old_queue_page(request: Request) -> Response:
+        """/queues/<region>/<name>, the form before accounts: the viewer's own account's queue."""
         viewer = access.viewer(request)
         assert viewer is not None
-        try:
-            queue = engine.get_queue(region, viewer.account, name)
-        except errors.QueueDoesNotExist:
-            return page(request, "missing.html", region=region, name=name)
-        if not viewer.may("GetQueueAttributes", queue.arn):
+        path = _queue_path(request.path_params["region"], viewer.account, request.path_params["name"])
+        return RedirectResponse(path + (f"?{request.url.query}" if request.url.query else ""), status_code=303)
+
+    async def queue_page(request: Request) -> Response:
+        """A queue's page, or a subscription's: any account's, for a viewer the API lets read its attributes."""
+        region, account, name = (request.path_params[k] for k in ("region", "account", "name"))
+        viewer = access.viewer(request)
+        assert viewer is not None
+        # As the API: a viewer who may not read the queue is refused whether or not it exists.
+        if not viewer.may("GetQueueAttributes", f"arn:aws:sqs:{region}:{account}:{name}"):
             return PlainTextResponse("You may not see this queue.", 403)
-        row = await views.queue_row(engine, queue)
-        url = calls.queue_url(region, name, viewer.account)
-        after = request.query_params.get("after", "")
-        browse: dict[str, Any] = {"QueueUrl": url, "MaxNumberOfMessages": BROWSE_PAGE}
-        if after:
-            browse["NextToken"] = after
         try:
-            as_viewer = viewer.caller
+            queue = engine.get_queue(region, account, name)
+        except errors.QueueDoesNotExist:
+            return page(request, "missing.html", region=region, account=account, name=name)
+        try:
+            shown = await queue_sections(request, viewer, queue)
+        except ConsoleError as error:  # e.g. the queue was deleted in between
+            return PlainTextResponse(f"{error.code}: {error.message}", 403)
+        return page(request, "queue.html", queue=queue, **shown)
+
+    async def queue_sections(request: Request, viewer: Viewer, queue: Queue) -> dict[str, Any]:
+        """What the queue page shows: each section only where the viewer may run the action behind it."""
+        region, arn, as_viewer = queue.region, queue.arn, viewer.caller
+        url = calls.queue_url(region, queue.name, queue.account)
+        after = request.query_params.get("after", "")
+        shown: dict[str, Any] = {"row": await views.queue_row(engine, queue), "after": after, "messages": None,
+                                 "url": calls.queue_url(region, queue.name, queue.account,  # as the endpoint makes it
+                                                        f"{request.url.scheme}://{request.headers.get('host', '')}"),
+                                 "next_token": None, "tasks": [], "source_names": [], "subscriptions": None,
+                                 "tags": queue.tags if viewer.may("ListQueueTags", arn) else None}
+        if viewer.may(BROWSE_ACTION, arn):
+            browse: dict[str, Any] = {"QueueUrl": url, "MaxNumberOfMessages": BROWSE_PAGE}
+            if after:
+                browse["NextToken"] = after
             listed = await calls.call(BROWSE_ACTION, region, browse, as_viewer)
-            attributes = (await calls.call("GetQueueAttributes", region,
-                                           {"QueueUrl": url, "AttributeNames": ["All"]}, as_viewer))["Attributes"]
-            tasks = await calls.call("ListMessageMoveTasks", region, {"SourceArn": queue.arn, "MaxResults": 10},
-                                     as_viewer) if viewer.may("ListMessageMoveTasks", queue.arn) else {}
+            shown["messages"] = [views.message_view(m) for m in listed["Messages"]]
+            shown["next_token"] = listed.get("NextToken")
+        attributes = (await calls.call("GetQueueAttributes", region, {"QueueUrl": url, "AttributeNames": ["All"]},
+                                       as_viewer))["Attributes"]
+        redrive = attributes.pop("RedrivePolicy", None)
+        shown.update(attributes=attributes, redrive_policy=json.loads(redrive) if redrive else None)
+        if viewer.may("ListMessageMoveTasks", arn):
+            shown["tasks"] = (await calls.call("ListMessageMoveTasks", region, {"SourceArn": arn, "MaxResults": 10},
+                                               as_viewer)).get("Results", [])
+        if viewer.may("ListDeadLetterSourceQueues", arn):
             sources = (await calls.call("ListDeadLetterSourceQueues", region, {"QueueUrl": url},
                                         as_viewer))["queueUrls"]
-        except ConsoleError as error:  # e.g. a key that may see the queue but not browse it (no redirect loop)
-            return PlainTextResponse(f"{error.code}: {error.message}", 403)
-        redrive = attributes.pop("RedrivePolicy", None)
-        return page(request, "queue.html", queue=queue, row=row, attributes=attributes,
-                    redrive_policy=json.loads(redrive) if redrive else None, tags=queue.tags,
-                    messages=[views.message_view(m) for m in listed["Messages"]],
-                    next_token=listed.get("NextToken"), after=after,
-                    tasks=tasks.get("Results", []), source_names=[u.rsplit("/", 1)[-1] for u in sources])
+            shown["source_names"] = [u.rsplit("/", 1)[-1] for u in sources]
+        if queue.subscribed_to is None and viewer.may(LIST_SUBSCRIPTIONS_ACTION, arn):
+            shown["subscriptions"] = [await views.queue_row(engine, s) for s in engine.list_subscriptions(queue)
+                                      if viewer.may("GetQueueAttributes", s.arn)]
+        return shown
 
     async def server_page(request: Request) -> Response:
-        return page(request, "server.html", info=views.server_info(engine, config.db_path, started))
+        return page(request, "server.html", info=views.server_info(engine, config.db_path, started, fsync))
 
     async def post(request: Request) -> Response:
-        """Every state change: one form field names the action; the token must match the cookie."""
+        """Every state change on a queue or subscription: the path names it and the action; the token must
+        match the cookie."""
         fields = await fields_of(request)
         if fields is None:
             return PlainTextResponse("The form's security token is missing or stale: reload the page.", 403)
-        region = request.path_params.get("region", fields.get("region", config.region))
-        name = request.path_params.get("name", fields.get("name", ""))
-        action = request.path_params["action"]
-        here = _queue_path(region, name)
+        viewer = access.viewer(request)
+        assert viewer is not None
+        target = actions.Target(*(request.path_params[k] for k in ("region", "account", "name")))
+        here = _queue_path(target.region, target.account, target.name)
+        try:
+            done = await actions.run(calls, viewer, request.path_params["action"], target, fields)
+        except actions.Refused as refused:
+            return PlainTextResponse(refused.text, refused.status)
+        except actions.NotConfirmed as unconfirmed:
+            return back(here, error=str(unconfirmed))
+        except ConsoleError as error:
+            return back(here, error=f"{error.code}: {error.message}")
+        if done.to_overview:
+            return back(CONSOLE_PREFIX, notice=done.notice)
+        then = done.then or target
+        return back(_queue_path(then.region, then.account, then.name), notice=done.notice)
+
+    async def create(request: Request) -> Response:
+        fields = await fields_of(request)
+        if fields is None:
+            return PlainTextResponse("The form's security token is missing or stale: reload the page.", 403)
         viewer = access.viewer(request)
         assert viewer is not None
         try:
-            return await _act(action, region, name, fields, here, viewer)
+            created = await actions.create_queue(calls, viewer, fields, config.region)
+        except actions.Refused as refused:
+            return PlainTextResponse(refused.text, refused.status)
         except ConsoleError as error:
-            return back(CONSOLE_PREFIX if action == "create" else here, error=f"{error.code}: {error.message}")
-
-    async def _act(action: str, region: str, name: str, fields: dict[str, str], here: str, viewer: Viewer
-                   ) -> Response:
-        url = calls.queue_url(region, name, viewer.account)
-        arn = f"arn:aws:sqs:{region}:{viewer.account}:{name}"
-        caller = viewer.caller
-        sqs_action = {"create": "CreateQueue", "send": "SendMessage", "purge": "PurgeQueue", "delete": "DeleteQueue",
-                      "redrive": "StartMessageMoveTask", "cancel": "CancelMessageMoveTask"}.get(action)
-        if sqs_action is None:
-            return PlainTextResponse("No such console action.", 404)
-        if not viewer.may(sqs_action, arn):
-            return PlainTextResponse(f"You may not {sqs_action} on this queue.", 403)
-        if action in ("purge", "delete") and fields.get("confirm", "") != name:
-            return back(here, error=f"Type the queue name ({name}) to confirm.")
-        if action == "create":
-            attributes: dict[str, str] = {}
-            if fields.get("fifo"):
-                attributes["FifoQueue"] = "true"
-            if fields.get("dead_letter_queue"):
-                attributes["RedrivePolicy"] = json.dumps({
-                    "deadLetterTargetArn": f"arn:aws:sqs:{region}:{viewer.account}:{fields['dead_letter_queue']}",
-                    "maxReceiveCount": fields.get("max_receive_count") or "5"})
-            await calls.call("CreateQueue", region, {"QueueName": name, "Attributes": attributes}, caller)
-            return back(_queue_path(region, name), notice=f"Queue {name} created.")
-        if action == "send":
-            params: dict[str, Any] = {"QueueUrl": url, "MessageBody": fields.get("body", "")}
-            for field in ("MessageGroupId", "MessageDeduplicationId"):
-                if fields.get(field):
-                    params[field] = fields[field]
-            sent = await calls.call("SendMessage", region, params, caller)
-            return back(here, notice=f"Message {sent['MessageId']} sent.")
-        if action == "purge":
-            await calls.call("PurgeQueue", region, {"QueueUrl": url}, caller)
-            return back(here, notice="Queue purged.")
-        if action == "delete":
-            await calls.call("DeleteQueue", region, {"QueueUrl": url}, caller)
-            return back(CONSOLE_PREFIX, notice=f"Queue {name} deleted.")
-        if action == "redrive":
-            move: dict[str, Any] = {"SourceArn": arn}
-            if fields.get("rate"):  # SQS validates it (1-500)
-                move["MaxNumberOfMessagesPerSecond"] = int(fields["rate"]) if fields["rate"].isdigit() else -1
-            started_task = await calls.call("StartMessageMoveTask", region, move, caller)
-            return back(here, notice=f"Redrive started (task {started_task['TaskHandle'][:12]}…).")
-        await calls.call("CancelMessageMoveTask", region, {"TaskHandle": fields.get("task_handle", "")}, caller)
-        return back(here, notice="Redrive cancelled.")
+            return back(CONSOLE_PREFIX, error=f"{error.code}: {error.message}")
+        return back(_queue_path(created.region, created.account, created.name), notice=f"Queue {created.name} created.")
 
     routes = [
         Route("/", overview, methods=["GET"]),
@@ -214,9 +224,10 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         Route("/login", login_page, methods=["GET"]),
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["POST"]),
-        Route("/queues/{region}/{name}", queue_page, methods=["GET"]),
-        Route("/queues/{region}/{name}/{action}", post, methods=["POST"]),
-        Route("/{action}", post, methods=["POST"]),
+        Route("/create", create, methods=["POST"]),
+        Route("/queues/{region}/{name}", old_queue_page, methods=["GET"]),
+        Route("/queues/{region}/{account}/{name}", queue_page, methods=["GET"]),
+        Route("/queues/{region}/{account}/{name}/{action}", post, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     inner = Starlette(routes=[Mount(CONSOLE_PREFIX, routes=routes)])

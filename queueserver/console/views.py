@@ -11,11 +11,12 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import queueserver
-from queueserver.models import Queue
+from queueserver.models import SUBSCRIPTION_SEPARATOR, Queue
 from queueserver.storage import QueueEngine
+from queueserver.tallies import Histogram
 
 SPARK_WIDTH, SPARK_HEIGHT = 90, 20
 
@@ -34,6 +35,13 @@ class QueueRow:
     sent_per_minute: int
     received_per_minute: int
     sources: list[Queue] = field(default_factory=list)
+    subscriptions: list["QueueRow"] = field(default_factory=list)
+
+    @property
+    def subscription_name(self) -> str | None:
+        """The subscription's own name (after the queue's and the separator); None for a queue."""
+        parent = self.queue.subscribed_to
+        return None if parent is None else self.queue.name[len(parent) + len(SUBSCRIPTION_SEPARATOR):]
 
 
 def _last_60_seconds(series: list[int], now_ms: int) -> int:
@@ -72,13 +80,23 @@ async def queue_row(engine: QueueEngine, queue: Queue) -> QueueRow:
                     dead_letter_arn(queue), _last_60_seconds(sent, now), _last_60_seconds(received, now))
 
 
-async def overview(engine: QueueEngine, name_filter: str, sort: str, descending: bool) -> list[QueueRow]:
-    queues = [q for q in engine.all_queues() if name_filter.lower() in q.name.lower()]
-    rows = [await queue_row(engine, q) for q in queues]
-    by_arn = {row.queue.arn: row for row in rows}
-    for row in rows:
+async def overview(engine: QueueEngine, name_filter: str, sort: str, descending: bool,
+                   visible: Callable[[Queue], bool]) -> list[QueueRow]:
+    """The queues `visible` lets through whose name matches, sorted; each with its subscriptions (by name)
+    under it rather than among the queues."""
+    wanted = name_filter.lower()
+    queues = [q for q in engine.all_queues() if wanted in (q.subscribed_to or q.name).lower() and visible(q)]
+    every = [await queue_row(engine, q) for q in queues]
+    by_arn = {row.queue.arn: row for row in every}
+    for row in every:
         if row.dead_letter_arn in by_arn:
             by_arn[row.dead_letter_arn].sources.append(row.queue)
+    rows = [row for row in every if row.queue.subscribed_to is None]
+    by_key = {row.queue.key: row for row in rows}
+    for row in every:  # all_queues() is sorted by name: subscriptions come in name order
+        parent = row.queue.subscribed_to
+        if parent is not None and (row.queue.region, row.queue.account, parent) in by_key:
+            by_key[(row.queue.region, row.queue.account, parent)].subscriptions.append(row)
     keys = {
         "name": lambda r: (r.queue.name, r.queue.region),
         "region": lambda r: (r.queue.region, r.queue.name),
@@ -92,6 +110,57 @@ async def overview(engine: QueueEngine, name_filter: str, sort: str, descending:
 
 
 @dataclass
+class Fsync:
+    """fsync latency over a window: how many, and the bucket bounds holding the median and the 99th percentile."""
+
+    window: str  # "the last 5 min" or "since the start"
+    syncs: int
+    p50: str
+    p99: str
+
+
+def _percentile(bounds: tuple[float, ...], counts: list[int], fraction: float) -> str:
+    """The upper bound of the bucket holding that fraction of the observations (a histogram knows no more)."""
+    total = sum(counts)
+    if not total:
+        return "–"
+    running = 0
+    for bound, count in zip(bounds, counts):
+        running += count
+        if running >= fraction * total:
+            return f"≤ {bound * 1000:g} ms"
+    return f"> {bounds[-1] * 1000:g} ms"
+
+
+class FsyncWindow:
+    """Snapshots of the cumulative fsync histogram, one a minute at most, taken when a console page is served,
+    so that the server page can show the latency of the last minutes rather than since the start."""
+
+    KEEP_S = 15 * 60
+
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._monotonic = monotonic
+        self._snapshots: list[tuple[float, list[int]]] = []
+
+    def note(self, histogram: Histogram) -> None:
+        now = self._monotonic()
+        if not self._snapshots or now - self._snapshots[-1][0] >= 60:
+            self._snapshots.append((now, list(histogram.counts)))
+            self._snapshots = [s for s in self._snapshots if now - s[0] <= self.KEEP_S]
+
+    def latency(self, histogram: Histogram) -> Fsync:
+        self.note(histogram)
+        now, counts = self._monotonic(), list(histogram.counts)
+        oldest = next((s for s in self._snapshots if now - s[0] >= 60), None)  # a window of a minute at least
+        window = "since the start"
+        if oldest is not None:
+            counts = [a - b for a, b in zip(counts, oldest[1])]
+            window = f"the last {round((now - oldest[0]) / 60)} min"
+        return Fsync(window, sum(counts), _percentile(histogram.bounds, counts, 0.5),
+                     _percentile(histogram.bounds, counts, 0.99))
+
+
+@dataclass
 class ServerInfo:
     version: str
     database: str
@@ -99,8 +168,12 @@ class ServerInfo:
     wal_bytes: int | None
     uptime_s: int
     healthy: bool
-    problems: dict[str, str]
+    problems: list[str]
     queues: int
+    fsync: Fsync
+    fsync_failures: int
+    outages: int
+    last_outage: tuple[str, str] | None  # when (UTC) and why
 
 
 def _size(path: str) -> int | None:
@@ -110,11 +183,15 @@ def _size(path: str) -> int | None:
         return None
 
 
-def server_info(engine: QueueEngine, db_path: str, started: float) -> ServerInfo:
+def server_info(engine: QueueEngine, db_path: str, started: float, fsync: FsyncWindow) -> ServerInfo:
     path = os.path.realpath(db_path)
+    storage = engine.observe.storage
+    last = storage.last_outage
     return ServerInfo(queueserver.__version__, path, _size(path), _size(path + "-wal"),
-                      int(time.monotonic() - started), engine.health.healthy, engine.health.problems(),
-                      len(engine.all_queues()))
+                      int(time.monotonic() - started), not engine.observe.known_problems(),
+                      engine.observe.known_problems(), len(engine.all_queues()),
+                      fsync.latency(storage.fsync_seconds), storage.failed_fsyncs, storage.outages,
+                      None if last is None else (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(last[0])), last[1]))
 
 
 def message_view(message: dict[str, Any]) -> dict[str, Any]:

@@ -342,6 +342,7 @@ class Database:
         reason = describe(exc)
         if self._failing is None:
             self.tally.outages += 1
+            self.tally.last_outage = (time.time(), reason)  # shown on the console's server page
         if self._failing != reason:
             log.error("storage unavailable: %s (%s: %s); requests get 503 until it clears",
                       reason, type(exc).__name__, exc)

@@ -47,7 +47,8 @@ def test_a_same_origin_form_with_its_token_creates_the_queue(console_server: Any
     status, headers, _ = _request(console_server, "POST", "/console/create", _create_form(console_server, "guard-ok", token),
                                   {"cookie": f"qs_console_csrf={token}", "origin": console_server.endpoint,
                                    "sec-fetch-site": "same-origin"})
-    assert (status, headers["location"]) == (303, "/console/queues/us-east-1/guard-ok?notice=Queue+guard-ok+created.")
+    assert (status, headers["location"]) == (
+        303, "/console/queues/us-east-1/000000000000/guard-ok?notice=Queue+guard-ok+created.")
     assert _queue_exists(console_sqs, "guard-ok")
 
 

@@ -15,6 +15,7 @@ from urllib.parse import urlencode, urlsplit
 import boto3
 import pytest
 from botocore.config import Config
+from playwright.sync_api import expect
 
 from queueserver.config import ServerConfig
 
@@ -151,12 +152,12 @@ def test_a_key_limited_to_one_queue_sees_only_it_and_cannot_purge_another_even_b
     assert worker.login("AKIDWORKER", "worker-secret") == (303, "/console/")
     status, _, body = worker.request("GET", "/console/")
     assert status == 200 and "login-jobs" in body and "login-other" not in body
-    assert worker.request("GET", "/console/queues/us-east-1/login-other")[0] == 403
-    status, _, body = worker.request("GET", "/console/queues/us-east-1/login-jobs")
+    assert worker.request("GET", f"/console/queues/us-east-1/{OWNER}/login-other")[0] == 403
+    status, _, body = worker.request("GET", f"/console/queues/us-east-1/{OWNER}/login-jobs")
     assert status == 200 and "Purge" not in body  # the policy leaves PurgeQueue out: no button
     token = worker.cookies["qs_console_csrf"]
     for name in ("login-other", "login-jobs"):
-        status, _, _ = worker.request("POST", f"/console/queues/us-east-1/{name}/purge",
+        status, _, _ = worker.request("POST", f"/console/queues/us-east-1/{OWNER}/{name}/purge",
                                       {"csrf_token": token, "confirm": name})
         assert status == 403
     assert alice.get_queue_attributes(QueueUrl=other, AttributeNames=["ApproximateNumberOfMessages"])[
@@ -171,7 +172,9 @@ def test_another_accounts_queue_is_invisible_until_add_permission_grants_it(serv
     alice.login("AKIDALICE", "alice-secret")
     assert "login-bobs-queue" not in alice.request("GET", "/console/")[2]
     bob.add_permission(QueueUrl=url, Label="alice-looks", AWSAccountIds=[OWNER], Actions=["GetQueueAttributes"])
-    assert f"login-bobs-queue <small>(account {OTHER})</small>" in alice.request("GET", "/console/")[2]
+    listed = alice.request("GET", "/console/")[2]
+    assert (f'<a href="/console/queues/us-east-1/{OTHER}/login-bobs-queue">login-bobs-queue</a> '
+            f'<small>(account {OTHER})</small>') in listed
 
 
 def test_logout_ends_the_session_even_for_a_copy_of_its_cookie(server: Any) -> None:
@@ -211,3 +214,88 @@ def test_in_chromium_a_key_logs_in_sees_its_queue_and_logs_out(server: Any, page
     page.get_by_role("heading", name="Log in").wait_for()
     page.goto(server.endpoint + "/console/")
     page.get_by_role("heading", name="Log in").wait_for()
+
+
+def _share(bob: Any, url: str, *actions: str) -> None:
+    """Bob's queue policy: Alice's account may run `actions` on it."""
+    bob.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{OWNER}:root"},
+        "Action": [f"sqs:{a}" for a in actions], "Resource": f"arn:aws:sqs:us-east-1:{OTHER}:login-shared"}]})})
+
+
+def _visible_in(client: Any, url: str) -> str:
+    return client.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])[
+        "Attributes"]["ApproximateNumberOfMessages"]
+
+
+def test_in_chromium_another_accounts_queue_opens_and_offers_exactly_what_its_policy_allows(
+        server: Any, page: Any) -> None:
+    bob = _client(server, "AKIDBOB")
+    url = bob.create_queue(QueueName="login-shared", tags={"owner": "bob"})["QueueUrl"]
+    bob.send_message(QueueUrl=url, MessageBody="<b>for alice</b>")
+    _share(bob, url, "GetQueueAttributes", "ReceiveMessage")
+    page.goto(server.endpoint + "/console/")
+    page.get_by_label("Access key ID").fill("AKIDALICE")
+    page.get_by_label("Secret access key").fill("alice-secret")
+    page.get_by_role("button", name="Log in").click()
+    row = page.locator("tr[data-queue=login-shared]")
+    expect(row).to_contain_text(f"(account {OTHER})")
+    row.get_by_role("link", name="login-shared").click()
+    expect(page).to_have_url(re.compile(f"/console/queues/us-east-1/{OTHER}/login-shared$"))
+    expect(page.locator(".crumbs")).to_contain_text(f"account {OTHER}")
+    expect(page.locator("#queue-url")).to_have_text(url)  # Bob's queue URL, as his client has it
+    expect(page.locator("#counts [data-count=visible]")).to_have_text("1")
+    expect(page.locator("main")).to_contain_text("may not browse")  # sqs:QueueserverBrowseMessages is not granted
+    for absent in ("form.send", "form[action$='/purge']", "form[action$='/delete']", "form.subscribe"):
+        expect(page.locator(absent)).to_have_count(0)
+    expect(page.get_by_role("heading", name="Tags")).to_have_count(0)  # ListQueueTags: the owner's only
+
+    token = next(c["value"] for c in page.context.cookies() if c["name"] == "qs_console_csrf")
+    forged = page.request.post(page.url + "/purge", form={"csrf_token": token, "confirm": "login-shared"},
+                               headers={"origin": server.endpoint}, max_redirects=0)
+    assert forged.status == 403
+    assert _visible_in(bob, url) == "1"
+
+    _share(bob, url, "GetQueueAttributes", "ReceiveMessage", "QueueserverBrowseMessages", "SendMessage", "PurgeQueue")
+    page.reload()
+    expect(page.locator("table.messages td.body")).to_have_text(["<b>for alice</b>"])
+    form = page.locator("form.send")
+    form.locator("textarea[name=body]").fill("from alice")
+    form.get_by_role("button", name="Send").click()
+    expect(page.locator(".notice")).to_contain_text("sent.")
+    expect(page.locator("table.messages td.body")).to_have_text(["<b>for alice</b>", "from alice"])
+    expect(page.locator("form[action$='/delete']")).to_have_count(0)  # DeleteQueue is never cross-account
+    page.on("dialog", lambda dialog: dialog.accept())
+    purge = page.locator("form[action$='/purge']")
+    purge.locator("input[name=confirm]").fill("login-shared")
+    purge.get_by_role("button", name="Purge").click()
+    expect(page.locator(".notice")).to_have_text("Queue purged.")
+    assert _visible_in(bob, url) == "0"
+    page.goto(server.endpoint + f"/console/queues/us-east-1/{OWNER}/login-shared")  # Alice's account has none
+    expect(page.locator("h1")).to_have_text(f"No queue login-shared in us-east-1, account {OWNER}")
+
+
+def test_a_key_without_the_subscription_actions_neither_sees_nor_creates_subscriptions(server: Any) -> None:
+    _client(server, "AKIDALICE").create_queue(QueueName="login-jobs")
+    page = f"/console/queues/us-east-1/{OWNER}/login-jobs"
+    alice = Browser(server.endpoint)
+    alice.login("AKIDALICE", "alice-secret")
+    status, headers, _ = alice.request("GET", "/console/queues/us-east-1/login-jobs?after=7")  # the older address
+    assert (status, headers["location"]) == (303, page + "?after=7")  # ...is the key's own account's queue
+    status, headers, _ = alice.request("POST", page + "/subscribe", {"csrf_token": alice.cookies["qs_console_csrf"],
+                                                                     "subscription": "audit"})
+    assert (status, headers["location"]) == (303, page + "?notice=Subscription+audit+created.")
+    status, _, body = alice.request("GET", page)
+    assert status == 200 and 'data-subscription="audit"' in body and 'class="subscribe"' in body
+    worker = Browser(server.endpoint)
+    worker.login("AKIDWORKER", "worker-secret")
+    status, _, body = worker.request("GET", page)  # its policy names no QueueserverListSubscriptions
+    assert status == 200 and 'id="subscriptions"' not in body and 'class="subscribe"' not in body
+    status, _, _ = worker.request("POST", page + "/subscribe", {"csrf_token": worker.cookies["qs_console_csrf"],
+                                                                "subscription": "sneaky"})
+    assert status == 403
+    status, _, _ = worker.request("POST", page + "~audit/delete", {"csrf_token": worker.cookies["qs_console_csrf"],
+                                                                   "confirm": "audit"})
+    assert status == 403
+    body = alice.request("GET", page)[2]
+    assert re.findall(r'data-subscription="([^"]+)"', body) == ["audit"]

@@ -1,0 +1,49 @@
+"""The console's server page: fsync latency from the syncer's histogram and storage outages as they happen."""
+
+from __future__ import annotations
+
+import sqlite3
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from playwright.sync_api import expect
+
+import serverproc
+
+
+def _ready_status(endpoint: str) -> int:
+    try:
+        with urllib.request.urlopen(endpoint + "/ready", timeout=20) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_the_server_page_shows_fsync_latency_and_the_last_storage_outage(tmp_path: Path, page: Any) -> None:
+    db = tmp_path / "queueserver.db"
+    with serverproc.running(db) as server:
+        sqs = boto3.client("sqs", endpoint_url=server.endpoint, region_name="us-east-1", aws_access_key_id="x",
+                           aws_secret_access_key="x", config=Config(retries={"max_attempts": 1}))
+        url = sqs.create_queue(QueueName="synced")["QueueUrl"]
+        for i in range(5):
+            sqs.send_message(QueueUrl=url, MessageBody=f"durable {i}")
+        page.goto(server.endpoint + "/console/server")
+        expect(page.locator("#fsync")).to_contain_text("median ≤")
+        expect(page.locator("#fsync")).to_contain_text("99th percentile")
+        expect(page.locator("table.facts")).to_contain_text("fsync latency (since the start)")
+        expect(page.locator("#outages")).to_have_text("0 since the start")
+
+        intruder = sqlite3.connect(db, timeout=10, isolation_level=None)
+        try:
+            intruder.execute("BEGIN EXCLUSIVE")
+            assert _ready_status(server.endpoint) == 503  # its probe write fails: an outage begins
+        finally:
+            intruder.execute("ROLLBACK")
+            intruder.close()
+        page.reload()
+        expect(page.locator("#outages")).to_contain_text("1 since the start; the last began")
+        expect(page.locator("#outages .bad")).to_contain_text("locked by another process")
