@@ -18,7 +18,8 @@ import threading
 import pytest
 from crashkit import ACKED, REFUSED, UNKNOWN, Ledger, crash_run, verify
 from crashledger import classify
-from serverproc import ResponseCutShort, make_client, run_queueserver
+from support.clients import ResponseCutShort, never_retrying_client
+from support.server import run_queueserver
 
 pytestmark = pytest.mark.server_process
 
@@ -142,7 +143,7 @@ def test_a_response_cut_short_by_a_kill_counts_as_unknown_not_as_an_empty_succes
     endpoint = f"http://127.0.0.1:{listener.getsockname()[1]}"
     try:
         with pytest.raises(ResponseCutShort) as cut:
-            make_client(endpoint).delete_message_batch(
+            never_retrying_client(endpoint).delete_message_batch(
                 QueueUrl=f"{endpoint}/000000000000/q", Entries=[{"Id": "a", "ReceiptHandle": "h"}])
     finally:
         server.join(5)

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from faultkit import (
+from support.faults import (
     Tally,
     assert_nothing_acknowledged_lost,
     assert_raw_503,
@@ -34,7 +34,7 @@ from faultkit import (
     restart_and_check,
     wait_for_log,
 )
-from serverproc import integrity, sh
+from support.server import integrity, sh
 
 pytestmark = pytest.mark.server_process
 

@@ -21,10 +21,17 @@ from __future__ import annotations
 import os
 
 import pytest
-from faultkit import Tally, assert_nothing_acknowledged_lost, assert_service_unavailable, drain, new_server, \
-    refuse_to_serve, wait_for_log
-from powerkit import power_run
-from serverproc import integrity
+from support.faults import (
+    Tally,
+    assert_nothing_acknowledged_lost,
+    assert_service_unavailable,
+    drain,
+    new_server,
+    refuse_to_serve,
+    wait_for_log,
+)
+from support.powercut import power_run
+from support.server import integrity
 
 pytestmark = pytest.mark.server_process
 

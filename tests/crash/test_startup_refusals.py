@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from faultkit import (
+from support.faults import (
     Tally,
     assert_nothing_acknowledged_lost,
     drain,
@@ -20,7 +20,7 @@ from faultkit import (
     refuse_to_serve,
     restart_and_check,
 )
-from serverproc import run_queueserver
+from support.server import run_queueserver
 
 pytestmark = pytest.mark.server_process
 

@@ -16,8 +16,9 @@ from urllib.parse import urlsplit
 
 import pytest
 from botocore.exceptions import BotoCoreError, ClientError
-from serverproc import integrity, make_client
-from sqs_testkit import raw_json_call
+from support.clients import never_retrying_client
+from support.server import integrity
+from support.wire import raw_json_call
 
 pytestmark = pytest.mark.server_process
 
@@ -28,7 +29,7 @@ SENDERS = 3
 
 def _send_until_dead(endpoint: str, queue_path: str, acked: set[str], tag: str) -> threading.Thread:
     def send(index: int) -> None:
-        client = make_client(endpoint)
+        client = never_retrying_client(endpoint)
         n = 0
         while True:
             body = f"{tag}-{index}-{n}"
@@ -64,7 +65,7 @@ def _rows(db: Path, table: str) -> int:
 def test_every_acknowledged_send_reaches_every_subscription_across_sigkills(tmp_path: Path, servers: Any) -> None:
     db = tmp_path / "queueserver.db"
     server = servers.start(db)
-    client = make_client(server.endpoint)
+    client = never_retrying_client(server.endpoint)
     queue_path = urlsplit(client.create_queue(QueueName="orders")["QueueUrl"]).path
     paths = [queue_path]
     for name in ("billing", "audit"):
@@ -83,7 +84,7 @@ def test_every_acknowledged_send_reaches_every_subscription_across_sigkills(tmp_
         server = servers.start(db)
     assert len(acked) >= ACKED_BEFORE_KILL * KILLS
 
-    client = make_client(server.endpoint)
+    client = never_retrying_client(server.endpoint)
     drained = {path: _drain(client, server.endpoint + path) for path in paths}
     first = sorted(drained[queue_path])
     for path, bodies in drained.items():

@@ -12,20 +12,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from fifo_kit import (
-    PUNCTUATION,
-    arn_of,
-    delete_all,
-    fifo_name,
-    got,
-    make_fifo,
-    rcv,
-    redrive_policy,
-    send,
-    send_batch,
-    sha256_hex,
-)
-from sqs_testkit import BAD_ATTRIBUTE_VALUE, Counts, counts, raises_code, raises_modeled
+from support.fifo import PUNCTUATION, delete_all, fifo_name, got, make_fifo, rcv, send, send_batch, sha256_hex
+from support.sqs import arn_of, redrive_policy
+from support.sqs import BAD_ATTRIBUTE_VALUE, Counts, counts, raises_code, raises_modeled
 
 FIFO_ONLY = {"ContentBasedDeduplication": "true", "DeduplicationScope": "messageGroup",
              "FifoThroughputLimit": "perQueue"}

@@ -15,28 +15,19 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from dlq_helpers import (
-    arn_of,
+from support.sqs import arn_of, drain, redrive_policy
+from support.dead_letters import (
     dead_letter_all,
-    drain,
     latest_task,
     make_source_and_dlq,
-    redrive_policy,
     send_fifo,
     send_many,
     tasks,
     wait_for_moved,
     wait_for_task,
 )
-from query_client import COMMON_ERROR_SHAPES
-from sqs_testkit import (
-    Counts,
-    counts,
-    md5_of_attributes,
-    raises_code,
-    receive,
-    unique_queue_name,
-)
+from support.clients import COMMON_ERROR_SHAPES
+from support.sqs import Counts, counts, md5_of_attributes, raises_code, receive, unique_queue_name
 
 ALL = {"MessageSystemAttributeNames": ["All"], "MessageAttributeNames": ["All"]}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sqs_testkit import BAD_ATTRIBUTE_VALUE, Counts, counts, raises_code, raises_modeled, receive
+from support.sqs import BAD_ATTRIBUTE_VALUE, Counts, counts, raises_code, raises_modeled, receive
 
 ACCOUNT = "000000000000"
 

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 from botocore.exceptions import ClientError
-from sqs_testkit import (
+from support.sqs import (
     BAD_ATTRIBUTE_VALUE,
     Counts,
     counts,

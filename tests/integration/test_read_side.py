@@ -9,7 +9,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sqs_testkit import Counts, counts, raw_json_call, receive
+from support.sqs import Counts, counts, receive
+from support.wire import raw_json_call
 
 
 def browse(endpoint: str, queue_url: str, **members: Any) -> dict[str, Any]:

@@ -12,7 +12,8 @@ import threading
 import time
 
 import pytest
-from sqs_testkit import ClockControl, Counts, counts, receive, receive_all
+from support.server import ClockControl
+from support.sqs import Counts, counts, receive, receive_all
 
 pytestmark = pytest.mark.server_process
 

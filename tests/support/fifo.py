@@ -12,7 +12,7 @@ import threading
 import uuid
 from typing import Any
 
-from sqs_testkit import receive, unique_queue_name
+from support.sqs import arn_of, receive, redrive_policy, unique_queue_name
 
 ALL = ["All"]
 PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # every ASCII punctuation character
@@ -84,14 +84,6 @@ def release(sqs: Any, url: str, message: dict[str, Any]) -> None:
 
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def arn_of(sqs: Any, url: str) -> str:
-    return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-
-
-def redrive_policy(dead_letter_arn: str, max_receive_count: int) -> str:
-    return json.dumps({"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": max_receive_count})
 
 
 class LongPoll:

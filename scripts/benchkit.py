@@ -1,8 +1,10 @@
-"""queueserver processes for every test suite and scripts/soak.py (no pytest in here).
+"""The one launcher and the clients of the scripts and of the test suite (no pytest in here).
 
-Start a server on a free port and wait for its READY line, run one that must refuse
-to start, run the admin commands, and build boto3 clients that never retry (a retry
-would hide whether the first attempt landed).
+Start a server on a free port and wait for its READY line (optionally pinned to a core
+with taskset, for the benchmarks), run one that must refuse to start, run the admin
+commands, move a `--test-clock` server's clock, and build boto3 clients that never retry
+(a retry would hide whether the first attempt landed). tests/support imports it from here:
+the scripts must not import from tests/.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from botocore.exceptions import BotoCoreError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ACCOUNT = "000000000000"
+CHROMIUM = os.environ.get("QUEUESERVER_CHROMIUM", "/usr/bin/chromium")  # Debian's, never `playwright install`
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 READY_RE = re.compile(r"^READY (https?://127\.0\.0\.1:(\d+))$")
 
 
@@ -210,12 +215,45 @@ def integrity(db_path: str | os.PathLike[str]) -> str:
 
 
 
-def advance_clock(endpoint: str, seconds: float) -> None:
-    req = urllib.request.Request(f"{endpoint}/_queueserver/clock", method="POST",
-                                 data=json.dumps({"advance_seconds": seconds}).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        assert resp.status == 200
+class ClockControl:
+    """Drives a `--test-clock` server's manual clock through /_queueserver/clock."""
+
+    def __init__(self, endpoint: str):
+        self.url = endpoint.rstrip("/") + "/_queueserver/clock"
+
+    def _call(self, method: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = json.dumps(payload).encode() if payload is not None else None
+        req = urllib.request.Request(self.url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+            result: dict[str, Any] = json.loads(resp.read())
+            return result
+
+    def now_ms(self) -> int:
+        return int(self._call("GET")["now_ms"])
+
+    def timers(self) -> int:
+        """Wake-ups pending on the server's manual clock: each waiting long poll has one."""
+        return int(self._call("GET")["timers"])
+
+    def wait_for_timers(self, count: int, timeout: float = 10) -> None:
+        """Until at least `count` wake-ups are pending: a long poll started has reached its wait."""
+        deadline = time.monotonic() + timeout
+        while self.timers() < count:
+            assert time.monotonic() < deadline, f"no {count} long polls were waiting after {timeout}s"
+            time.sleep(0.01)
+
+    def advance(self, seconds: float) -> int:
+        """Move the clock forward; returns the new now_ms."""
+        before = self.now_ms()
+        now = int(self._call("POST", {"advance_seconds": float(seconds)})["now_ms"])
+        assert now >= before + int(seconds * 1000) - 1, (before, now, seconds)
+        return now
+
+
+def advance_clock(endpoint: str, seconds: float) -> int:
+    return ClockControl(endpoint).advance(seconds)
 
 
 # --- clients -----------------------------------------------------------------------

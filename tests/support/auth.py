@@ -18,7 +18,7 @@ from botocore.auth import SigV4Auth, SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
-from query_client import make_query_client
+from support.clients import make_query_client
 
 OWNER_ACCOUNT = "111111111111"
 OTHER_ACCOUNT = "222222222222"

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
-from serverproc import ACCOUNT, Refusal, Server, advance_clock, integrity, try_serve
-from sqs_testkit import raw_json_call
+from support.server import ACCOUNT, Refusal, Server, advance_clock, integrity, try_serve
+from support.wire import raw_json_call
 
 QUEUE = "faults"
 
