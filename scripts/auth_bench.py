@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench import Api, Conn, Proc, connect_many, fresh
+from benchkit import Api, Conn, Proc, connect_many, fresh
 
 KEY_ID, SECRET, ACCOUNT, REGION = "AKIDBENCH", "bench-secret", "123456789012", "us-east-1"
 
