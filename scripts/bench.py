@@ -76,20 +76,8 @@ from pathlib import Path
 from typing import Any, Self
 
 from benchkit import REPO_ROOT as REPO
-from benchkit import (
-    CLK_TCK,
-    Api,
-    Conn,
-    Proc,
-    SQSError,
-    call,
-    connect,
-    connect_many,
-    fresh,
-    start_ceiling,
-    start_queueserver,
-    start_reference,
-)
+from benchclient import Api, Conn, SQSError, call, connect, connect_many, fresh
+from benchkit import CLK_TCK, Proc, start_ceiling, start_queueserver, start_reference
 
 
 # Issue 5's figures for its reference server, msgs/s: only to size a receive run's backlog. The

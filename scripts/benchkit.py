@@ -4,12 +4,11 @@ Start a server on a free port and wait for its READY line (optionally pinned to 
 with taskset, for the benchmarks), run one that must refuse to start, run the admin
 commands, move a `--test-clock` server's clock, and build boto3 clients that never retry
 (a retry would hide whether the first attempt landed). tests/support imports it from here:
-the scripts must not import from tests/.
+the scripts must not import from tests/. The benchmarks' raw HTTP client is scripts/benchclient.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -17,7 +16,6 @@ import queue as queue_module
 import re
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -28,7 +26,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import boto3
 from botocore.config import Config
@@ -101,28 +99,30 @@ class Server:
         self._close()
 
 
-def _env() -> dict[str, str]:
+ServerT = TypeVar("ServerT", bound=Server)
+
+
+def _env(source: Path = REPO_ROOT) -> dict[str, str]:
+    """The environment of a child: `source` (a revision's snapshot, or this checkout) first on its path."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(source), env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
-def start_server(db_path: str | os.PathLike[str], *extra_args: str, ready_timeout: float = 15,
-                 log_dir: str | os.PathLike[str] | None = None, server_class: type[Server] = Server) -> Server:
-    """Start `queueserver serve --port 0` and wait for READY; raises ServerError if it does not come.
+def launch(argv: list[str], stderr_path: Path, *, ready_timeout: float = 15, pin: bool = False,
+           source: Path | None = None, server_class: type[ServerT] = Server) -> ServerT:  # type: ignore[assignment] - the default is a ServerT
+    """Run a server command and wait for its first stdout line, `READY http://127.0.0.1:PORT`;
+    raises ServerError (the process dead) if it does not come.
 
-    Its stderr goes to a file in `log_dir` (default: beside the database; give another
-    folder when the database's filesystem is about to fill up or turn read-only).
+    `pin` runs it on core 0 with taskset (the benchmarks' client has core 1); `source` is a
+    revision's snapshot to import queueserver from instead of this checkout.
     """
-    db_path = Path(db_path)
-    folder = Path(log_dir) if log_dir is not None else db_path.parent
-    stderr_path = folder / f"{db_path.name}.{uuid.uuid4().hex[:8]}.stderr.log"
+    taskset = ["taskset", "-c", "0"] if pin and shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
     stderr_file = open(stderr_path, "wb")  # noqa: SIM115 - closed by Server
-    cmd = [sys.executable, "-m", "queueserver", "serve", "--host", "127.0.0.1", "--port", "0",
-           "--db", str(db_path), *extra_args]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=_env(), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=stderr_file)
+    proc = subprocess.Popen([*taskset, *argv], cwd=source or REPO_ROOT, env=_env(source or REPO_ROOT),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr_file,
+                            start_new_session=pin)  # a benchmark's Ctrl-C must not reach its server mid-run
     server = server_class(proc, stderr_path, stderr_file)
     lines: queue_module.Queue[str | None] = queue_module.Queue()
 
@@ -145,10 +145,25 @@ def start_server(db_path: str | os.PathLike[str], *extra_args: str, ready_timeou
     match = READY_RE.match(first) if first else None
     if match is None:
         server.ensure_dead()
-        raise ServerError(f"queueserver did not print READY (first line {first!r}, rc={proc.returncode})\n"
-                          f"{' '.join(cmd)}\n--- stderr ---\n{server.stderr_text()}")
+        raise ServerError(f"the server did not print READY (first line {first!r}, rc={proc.returncode})\n"
+                          f"{' '.join(argv)}\n--- stderr ---\n{server.stderr_text()}")
     server.endpoint = match.group(1)
     return server
+
+
+def start_server(db_path: str | os.PathLike[str], *extra_args: str, ready_timeout: float = 15,
+                 log_dir: str | os.PathLike[str] | None = None, server_class: type[Server] = Server) -> Server:
+    """Start `queueserver serve --port 0` and wait for READY; raises ServerError if it does not come.
+
+    Its stderr goes to a file in `log_dir` (default: beside the database; give another
+    folder when the database's filesystem is about to fill up or turn read-only).
+    """
+    db_path = Path(db_path)
+    folder = Path(log_dir) if log_dir is not None else db_path.parent
+    cmd = [sys.executable, "-m", "queueserver", "serve", "--host", "127.0.0.1", "--port", "0",
+           "--db", str(db_path), *extra_args]
+    return launch(cmd, folder / f"{db_path.name}.{uuid.uuid4().hex[:8]}.stderr.log", ready_timeout=ready_timeout,
+                  server_class=server_class)
 
 
 @contextlib.contextmanager
@@ -299,43 +314,26 @@ def make_client(endpoint: str, read_timeout: float = 5, connect_timeout: float =
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-class Proc:
-    """A server subprocess pinned to core 0, with its READY URL and /proc readings."""
+class Proc(Server):
+    """A benchmark's server: pinned to core 0, read through /proc (its CPU seconds, threads, memory)."""
 
-    def __init__(self, argv: list[str], log_path: Path, name: str, source: Path | None = None) -> None:
-        self.name = name
-        self.log_path = log_path
-        pin = ["taskset", "-c", "0"] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
-        self._log = open(log_path, "wb")  # noqa: SIM115
-        env = dict(os.environ)
-        if source is not None:  # a snapshot of a revision comes before the editable install
-            env["PYTHONPATH"] = os.pathsep.join([str(source)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        self.popen = subprocess.Popen(pin + argv, stdout=subprocess.PIPE, stderr=self._log, cwd=source or REPO_ROOT,
-                                      start_new_session=True, env=env)
-        self.pid = self.popen.pid  # taskset execs the command: same pid
-        self.url = self._await_ready()
-        host_port = self.url.split("//", 1)[1]
-        self.host, port = host_port.rsplit(":", 1)
-        self.port = int(port)
+    name = "server"
 
-    def _await_ready(self, timeout: float = 60.0) -> str:
-        result: list[str] = []
+    @property
+    def pid(self) -> int:
+        return self.proc.pid  # taskset execs the command: same pid
 
-        def read() -> None:
-            assert self.popen.stdout is not None
-            for raw in self.popen.stdout:
-                line = raw.decode(errors="replace").strip()
-                if line.startswith("READY "):
-                    result.append(line.split()[1])
-                    return
+    @property
+    def url(self) -> str:
+        return self.endpoint
 
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        reader.join(timeout)
-        if not result:
-            self.stop()
-            raise RuntimeError(f"{self.name} did not print READY; log:\n{self.log_path.read_text()[-3000:]}")
-        return result[0]
+    @property
+    def host(self) -> str:
+        return self.endpoint.split("//", 1)[1].rsplit(":", 1)[0]
+
+    @property
+    def port(self) -> int:
+        return int(self.endpoint.rsplit(":", 1)[1])
 
     def cpu_seconds(self) -> float:
         with open(f"/proc/{self.pid}/stat") as f:
@@ -366,158 +364,34 @@ class Proc:
                     values[line.split(":")[0]] = int(line.split()[1]) / 1024
         return {"rss_mb": values.get("VmRSS", 0.0), "peak_rss_mb": values.get("VmHWM", 0.0)}
 
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(30)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        self._log.close()
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM and wait (a benchmark's server that hangs is killed, not reported)."""
+        try:
+            return super().stop(timeout)
+        except ServerError:
+            return -9
+
+
+def start_proc(argv: list[str], log_path: Path, name: str, source: Path | None = None) -> Proc:
+    """A benchmark's server process, pinned to core 0, once it printed READY (60 s at most)."""
+    proc = launch(argv, log_path, ready_timeout=60, pin=True, source=source, server_class=Proc)
+    proc.name = name
+    return proc
 
 
 def start_queueserver(python: str, db_path: Path, log_path: Path, source: Path | None = None) -> Proc:
     # The idle-polls scenario holds thousands of connections, beyond the default --max-connections.
     limits = ["--max-connections", "20000"] if ((source or REPO_ROOT) / "queueserver" / "http_guard.py").exists() else []
-    return Proc([python, "-m", "queueserver", "serve", "--port", "0", "--db", str(db_path),
-                 "--log-level", "warning", *limits], log_path, "queueserver", source)
+    return start_proc([python, "-m", "queueserver", "serve", "--port", "0", "--db", str(db_path),
+                       "--log-level", "warning", *limits], log_path, "queueserver", source)
 
 
 def start_ceiling(python: str, log_path: Path, source: Path | None = None) -> Proc:
     """scripts/bench_ceiling.py: the server's own HTTP stack (of `source`, a revision's snapshot, if given)."""
-    return Proc([python, str(REPO_ROOT / "scripts" / "bench_ceiling.py")], log_path, "ceiling server", source)
+    return start_proc([python, str(REPO_ROOT / "scripts" / "bench_ceiling.py")], log_path, "ceiling server", source)
 
 
 def start_reference(python: str, db_path: Path, log_path: Path) -> Proc:
     """scripts/bench_reference.py: the minimal server of this design, measured in the same run."""
-    return Proc([python, str(REPO_ROOT / "scripts" / "bench_reference.py"), str(db_path)], log_path, "reference server")
-
-
-# --- the benchmarks' lean HTTP client (AWS JSON 1.0 over keep-alive connections) ------------
-
-class Conn(asyncio.Protocol):
-    """One keep-alive HTTP/1.1 connection, one request at a time."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.buf = b""
-        self.fut: asyncio.Future | None = None
-        self.loop = asyncio.get_running_loop()
-        self.closed = False
-        self.last_used = time.monotonic()
-
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.buf + data if self.buf else data
-        self.buf = buf
-        fut = self.fut
-        if fut is None:
-            return
-        end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            return
-        i = buf.find(b"content-length:", 0, end)
-        if i < 0:
-            i = buf[:end].lower().find(b"content-length:")
-            if i < 0:
-                fut.set_exception(RuntimeError(f"response without content-length: {buf[:end]!r}"))
-                self.fut = None
-                return
-        j = buf.find(b"\r\n", i, end + 2)
-        total = end + 4 + int(buf[i + 15:j])
-        if len(buf) < total:
-            return
-        self.buf = buf[total:]
-        self.fut = None
-        fut.set_result((int(buf[9:12]), buf[end + 4:total]))
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        fut, self.fut = self.fut, None
-        if fut is not None and not fut.done():
-            fut.set_exception(ConnectionError(f"connection closed: {exc}"))
-
-    def request(self, data: bytes) -> asyncio.Future:
-        fut = self.loop.create_future()
-        self.fut = fut
-        self.last_used = time.monotonic()
-        assert self.transport is not None
-        self.transport.write(data)
-        return fut
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-
-async def connect(host: str, port: int) -> Conn:
-    _, conn = await asyncio.get_running_loop().create_connection(Conn, host, port)
-    return conn
-
-
-async def fresh(conn: Conn, host: str, port: int) -> Conn:
-    """The connection, or a new one if the server closed it or may be about to (uvicorn's
-    keep-alive timeout is 5 s of idleness)."""
-    if conn.closed or time.monotonic() - conn.last_used > 3.0:
-        conn.close()
-        return await connect(host, port)
-    return conn
-
-
-async def connect_many(host: str, port: int, n: int, chunk: int = 100) -> list[Conn]:
-    conns: list[Conn] = []
-    while len(conns) < n:
-        conns += await asyncio.gather(*(connect(host, port) for _ in range(min(chunk, n - len(conns)))))
-    return conns
-
-
-class Api:
-    """Request bytes for the SQS JSON protocol, prefixes built once per action."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self._host = f"{host}:{port}".encode()
-        self._prefix: dict[str, bytes] = {}
-
-    def req(self, action: str, payload: dict[str, Any] | bytes) -> bytes:
-        prefix = self._prefix.get(action)
-        if prefix is None:
-            prefix = (b"POST / HTTP/1.1\r\nHost: " + self._host +
-                      b"\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: AmazonSQS." +
-                      action.encode() + b"\r\nContent-Length: ")
-            self._prefix[action] = prefix
-        body = payload if isinstance(payload, bytes) else json.dumps(payload, separators=(",", ":")).encode()
-        return b"%s%d\r\n\r\n%s" % (prefix, len(body), body)
-
-
-class SQSError(RuntimeError):
-    pass
-
-
-async def call(conn: Conn, api: Api, action: str, payload: dict[str, Any]) -> dict[str, Any]:
-    status, body = await conn.request(api.req(action, payload))
-    if status != 200:
-        raise SQSError(f"{action} -> {status}: {body[:300]!r}")
-    return json.loads(body) if body else {}
-
-
-class Client:
-    """One keep-alive connection that reopens itself when the server closed it (or may be about to)."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.api = Api(host, port)
-        self.conn: Conn | None = None
-
-    async def call(self, action: str, payload: dict[str, Any]) -> dict[str, Any]:
-        self.conn = await (connect(self.host, self.port) if self.conn is None else fresh(self.conn, self.host, self.port))
-        return await call(self.conn, self.api, action, payload)
-
-    def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
+    return start_proc([python, str(REPO_ROOT / "scripts" / "bench_reference.py"), str(db_path)], log_path,
+                      "reference server")

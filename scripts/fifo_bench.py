@@ -52,7 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchkit import Client, start_queueserver
+from benchclient import Client
+from benchkit import start_queueserver
 
 
 async def create_queue(conn: Client, name: str, attributes: dict[str, str]) -> str:

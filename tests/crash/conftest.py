@@ -112,7 +112,7 @@ def as_root() -> None:
 
 @pytest.fixture
 def powercut(tmp_path: Path, servers: Servers) -> Iterator[Any]:
-    """A powercut_fs.py mount at tmp_path/mnt over tmp_path/disk (see powerkit); gone at teardown."""
+    """A powercut_fs.py mount at tmp_path/mnt over tmp_path/disk (see support/powercut.py); gone at teardown."""
     require_root()
     from support.powercut import PowerCutMount
 

@@ -9,8 +9,8 @@ import urllib.request
 from typing import Any
 
 import pytest
-from support.wire import RawResponse
 from support.sqs import unique_queue_name
+from support.wire import RawResponse
 from support.wire import error_code
 
 pytestmark = pytest.mark.server_process

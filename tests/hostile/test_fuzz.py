@@ -16,8 +16,8 @@ from urllib.parse import quote
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.wire import raw_json_call, raw_request
 from support.sqs import unique_queue_name
+from support.wire import raw_json_call, raw_request
 
 pytestmark = pytest.mark.server_process
 

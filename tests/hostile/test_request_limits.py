@@ -10,9 +10,10 @@ import threading
 from typing import Any
 
 import pytest
-from support.net import answered, connect, memory_kib, open_descriptors, read_until_closed, status_of, wait_until
-from support.wire import raw_json_call
+from support.net import answered, connect, memory_kib, open_descriptors, read_until_closed, status_of
+from support.server import wait_for
 from support.sqs import unique_queue_name
+from support.wire import raw_json_call
 
 pytestmark = pytest.mark.server_process
 
@@ -169,7 +170,7 @@ def test_a_connection_flood_is_refused_beyond_the_limit_while_existing_connectio
 
     flood = [connect(server.endpoint) for _ in range(5 * limit)]
     try:
-        wait_until(lambda: sum(answered(s) for s in flood) >= 4 * limit, "the refusals", 10)
+        wait_for(lambda: sum(answered(s) for s in flood) >= 4 * limit, "the refusals", 10)
         refused = [s for s in flood if answered(s)]
         replies = {read_until_closed(s, timeout=5)[:32] for s in refused}
         assert replies == {b"HTTP/1.1 503 Service Unavailable"}, replies
@@ -180,5 +181,5 @@ def test_a_connection_flood_is_refused_beyond_the_limit_while_existing_connectio
         for sock in flood:
             sock.close()
         existing.close()
-    wait_until(lambda: open_descriptors(pid) <= baseline + 1, "the flood's descriptors to be released", 10)
+    wait_for(lambda: open_descriptors(pid) <= baseline + 1, "the flood's descriptors to be released", 10)
     _still_serves(server)

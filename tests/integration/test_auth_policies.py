@@ -8,35 +8,16 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from support.auth import JOBS_QUEUE, OTHER_ACCOUNT, OWNER_ACCOUNT, SignedClock, signed_client, write_credentials
+from support.auth import JOBS_QUEUE, OTHER_ACCOUNT, OWNER_ACCOUNT, SignedClock, signed_client
 from botocore.exceptions import ClientError
-from support.server import Server, start
+from support.server import Server
+from support.sqs import arn_of
 
 ALICE_ARN = f"arn:aws:iam::{OWNER_ACCOUNT}:user/alice"
-
-
-@pytest.fixture(scope="module")
-def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    folder = tmp_path_factory.mktemp("policies")
-    server = start(folder / "policies.db", "--test-clock", "--credentials",
-                   str(write_credentials(folder / "keys.toml")))
-    yield server
-    assert server.stop() == 0
-
-
-@pytest.fixture(params=["json", "query"])
-def protocol(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def alice(auth_server: Server, protocol: str) -> Any:
-    return signed_client(protocol, auth_server.endpoint, "AKIDALICE")
 
 
 @pytest.fixture
@@ -49,16 +30,6 @@ def bob(auth_server: Server, protocol: str) -> Any:
 def worker(auth_server: Server, protocol: str) -> Any:
     """Alice's account's key whose identity policy allows receive and delete on the queue "jobs" only."""
     return signed_client(protocol, auth_server.endpoint, "AKIDWORKER")
-
-
-@pytest.fixture
-def alice_queue_url(alice: Any, request: pytest.FixtureRequest) -> str:
-    name = f"{request.node.originalname.removeprefix('test_')[:60]}-{request.node.callspec.id}"
-    return str(alice.create_queue(QueueName=name)["QueueUrl"])
-
-
-def arn_of(client: Any, url: str) -> str:
-    return str(client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
 
 
 def visible(client: Any, url: str) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
@@ -27,34 +26,7 @@ from support.auth import (
 from botocore import UNSIGNED
 from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError
-from support.server import Server, start
-
-PROTOCOLS = ["json", "query"]
-
-
-@pytest.fixture(scope="module")
-def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    folder = tmp_path_factory.mktemp("auth")
-    server = start(folder / "auth.db", "--test-clock", "--credentials", str(write_credentials(folder / "keys.toml")))
-    yield server
-    assert server.stop() == 0
-
-
-@pytest.fixture(params=PROTOCOLS)
-def protocol(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def alice(auth_server: Server, protocol: str) -> Any:
-    return signed_client(protocol, auth_server.endpoint, "AKIDALICE")
-
-
-@pytest.fixture
-def alice_queue_url(alice: Any, request: pytest.FixtureRequest) -> str:
-    name = f"{request.node.originalname.removeprefix('test_')[:60]}-{request.node.callspec.id}"
-    return str(alice.create_queue(QueueName=name)["QueueUrl"])
-
+from support.server import start
 
 def visible(client: Any, url: str) -> int:
     attributes = client.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import BotoCoreError, ClientError
-from support.sqs import arn_of, drain, queue_attribute, redrive_policy
 from support.dead_letters import dead_letter_all, make_source_and_dlq, send_fifo, send_many
 from support.sqs import Counts, counts, md5_of_attributes, md5_of_body, raises_modeled, receive, unique_queue_name
+from support.sqs import arn_of, drain, queue_attribute, redrive_policy
 
 ALL = {"MessageSystemAttributeNames": ["All"], "MessageAttributeNames": ["All"]}
 

@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 from support.fifo import PUNCTUATION, delete_all, fifo_name, got, make_fifo, rcv, send, send_batch, sha256_hex
-from support.sqs import arn_of, redrive_policy
 from support.sqs import BAD_ATTRIBUTE_VALUE, Counts, counts, raises_code, raises_modeled
+from support.sqs import arn_of, redrive_policy
 
 FIFO_ONLY = {"ContentBasedDeduplication": "true", "DeduplicationScope": "messageGroup",
              "FifoThroughputLimit": "perQueue"}

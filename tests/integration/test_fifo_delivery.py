@@ -26,8 +26,8 @@ from support.fifo import (
     send_batch,
     send_in_turn,
 )
-from support.sqs import arn_of, redrive_policy
 from support.sqs import Counts, assert_code, counts, raises_code, raises_modeled
+from support.sqs import arn_of, redrive_policy
 
 EXPIRED = "The receipt handle has expired."
 NOT_CHANGEABLE = ("InvalidParameterValue", "ReceiptHandleIsInvalid",

@@ -6,8 +6,8 @@ default `pytest` run deselects and `.ci/run` selects in a step of its own:
 Java they fail with what to install, and a skip is turned into a failure, so CI can
 not pass without having run them.
 
-Why one session and a real-clock server: a SparkSession takes 5-10 s to start here
-(SPARK.md section 2), and Spark's own timing (micro-batches, task kills) cannot be
+Why one session and a real-clock server: a SparkSession takes 5-10 s to start here,
+and Spark's own timing (micro-batches, task kills) cannot be
 moved by the server's test clock, so visibility timeouts in these tests are real and
 short (2-3 s).
 
@@ -71,7 +71,7 @@ def spark_sqs(endpoint: str) -> Any:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The one SparkSession: local[2], no UI, the JVM flags SPARK.md measured as cheaper."""
+    """The one SparkSession: local[2], no UI, JVM flags that start it faster."""
     from queueserver.spark import PySparkMissing, require_pyspark
 
     try:

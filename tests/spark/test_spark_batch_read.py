@@ -6,17 +6,14 @@ import time
 from typing import Any
 
 import pytest
-from support.spark import send
+from support.spark import load, send
 from support.sqs import visible_and_in_flight
 
 pytestmark = pytest.mark.spark
 
 
 def read(spark: Any, endpoint: str, url: str, **options: str) -> Any:
-    reader = spark.read.format("queueserver").option("endpoint", endpoint).option("queue", url)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
+    return load(spark.read, endpoint, url, **options)
 
 
 def test_a_browse_returns_the_same_rows_twice_and_receives_nothing(spark: Any, endpoint: str, spark_sqs: Any,

@@ -8,17 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.spark import send, wait_for
+from support.spark import load, send, wait_for
 from support.sqs import visible_and_in_flight
 
 pytestmark = pytest.mark.spark
 
 
 def stream(spark: Any, endpoint: str, queue_url: str, **options: str) -> Any:
-    reader = spark.readStream.format("queueserver").option("endpoint", endpoint).option("queue", queue_url)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
+    return load(spark.readStream, endpoint, queue_url, **options)
 
 
 def run_available_now(df: Any, sink: Any, checkpoint: Path, timeout: float = 90) -> None:

@@ -36,7 +36,7 @@ from benchkit import ResponseCutShort
 from benchkit import make_client as never_retrying_client
 from botocore.config import Config
 
-__all__ = ["ResponseCutShort", "json_client", "make_query_client", "never_retrying_client", "test_session"]
+__all__ = ["ResponseCutShort", "json_client", "make_query_client", "never_retrying_client"]
 
 QUERY_MODEL_DIR = Path(__file__).resolve().parents[1] / "query" / "data"
 # The errors SQS's JSON model has no shape for: the JSON `__type` AWS answers them with.
@@ -49,7 +49,7 @@ ALWAYS_LISTED = {"ListMessageMoveTasks": ("Results",)}
 
 
 @functools.lru_cache(maxsize=1)
-def test_session() -> boto3.session.Session:
+def _boto3_session() -> boto3.session.Session:
     """One boto3 session with the test credentials: clients built from it reuse the loaded model (fast)."""
     return boto3.session.Session(aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1")
 
@@ -57,7 +57,7 @@ def test_session() -> boto3.session.Session:
 def json_client(endpoint: str, region: str = "us-east-1", **config_kwargs: Any) -> Any:
     """boto3's JSON client of `endpoint`: one attempt per call (config_kwargs go to botocore's Config)."""
     config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=45, **config_kwargs)
-    return test_session().client("sqs", region_name=region, endpoint_url=endpoint, aws_access_key_id="test",
+    return _boto3_session().client("sqs", region_name=region, endpoint_url=endpoint, aws_access_key_id="test",
                                  aws_secret_access_key="test", config=config)
 
 

@@ -6,7 +6,7 @@ import time
 import uuid
 from typing import Any
 
-from support.sqs import Counts, arn_of, counts, drain, queue_attribute, receive, redrive_policy, unique_queue_name
+from support.sqs import Counts, arn_of, counts, receive, redrive_policy, unique_queue_name
 
 TERMINAL_STATUSES = ("COMPLETED", "CANCELLED", "FAILED")
 

@@ -7,12 +7,11 @@ order it was given straight off the messages it received.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 import uuid
 from typing import Any
 
-from support.sqs import arn_of, receive, redrive_policy, unique_queue_name
+from support.sqs import receive, unique_queue_name
 
 ALL = ["All"]
 PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # every ASCII punctuation character

@@ -92,7 +92,7 @@ class Servers:
             server.ensure_dead()
 
 
-def wait_for(predicate: Callable[[], Any], what: str, timeout: float, interval: float = 0.01) -> Any:
+def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 15.0, interval: float = 0.01) -> Any:
     """Poll until `predicate()` is truthy; fail (never hang) if it is not within `timeout`."""
     deadline = time.monotonic() + timeout
     while True:

@@ -24,3 +24,10 @@ def send(sqs: Any, queue_url: str, bodies: list[str], **kwargs: Any) -> None:
 def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
     return server.wait_for(predicate, what, timeout, interval=0.05)
 
+
+def load(source: Any, endpoint: str, queue_url: str, **options: str) -> Any:
+    """A queueserver DataFrame from `source` (spark.read or spark.readStream) with these options."""
+    reader = source.format("queueserver").option("endpoint", endpoint).option("queue", queue_url)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()

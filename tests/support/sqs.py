@@ -21,7 +21,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 # The legacy (Query-era) error code that botocore puts in Error.Code, by the
-# JSON shape name that botocore puts in Error.QueryErrorCode (SQS.md 1.8).
+# JSON shape name that botocore puts in Error.QueryErrorCode.
 LEGACY_CODES = {
     "QueueDoesNotExist": "AWS.SimpleQueueService.NonExistentQueue",
     "QueueDeletedRecently": "AWS.SimpleQueueService.QueueDeletedRecently",
@@ -43,7 +43,7 @@ LEGACY_CODES = {
 HTTP_STATUS = {"PurgeQueueInProgress": 403, "OverLimit": 403}
 
 # A bad queue-attribute value: the model's shape is InvalidAttributeValue, the
-# code seen in the wild (Query era) is InvalidParameterValue (SQS.md 1.2).
+# code seen in the wild (Query era) is InvalidParameterValue.
 BAD_ATTRIBUTE_VALUE = ("InvalidAttributeValue", "InvalidParameterValue")
 
 
@@ -83,7 +83,20 @@ def raises_code(*codes: str, status: int = 400) -> Iterator[pytest.ExceptionInfo
     assert_code(info.value, *codes, status=status)
 
 
-# --- MD5s (SQS.md 1.4) -------------------------------------------------------
+# Queue attribute values at the edges of their ranges, every one valid.
+VALUES_AT_THE_EDGES = [
+    ("VisibilityTimeout", "0"),
+    ("VisibilityTimeout", "43200"),
+    ("DelaySeconds", "900"),
+    ("MaximumMessageSize", "1024"),
+    ("MaximumMessageSize", "1048576"),
+    ("MessageRetentionPeriod", "60"),
+    ("MessageRetentionPeriod", "1209600"),
+    ("ReceiveMessageWaitTimeSeconds", "20"),
+]
+
+
+# --- MD5s (as SQS computes them) ---------------------------------------------
 
 
 def md5_of_body(body: str) -> str:
@@ -148,13 +161,13 @@ def receive_all(client: Any, queue_url: str, **kwargs: Any) -> list[dict[str, An
     """Receive until a short poll comes back empty (messages stay in flight)."""
     kwargs.setdefault("MaxNumberOfMessages", 10)
     got: list[dict[str, Any]] = []
-    for _ in range(1000):
+    for _ in range(2000):
         batch = receive(client, queue_url, **kwargs)
         if not batch:
             return got
         assert len(batch) <= kwargs["MaxNumberOfMessages"]
         got.extend(batch)
-    raise AssertionError("receive_all never drained the queue")
+    raise AssertionError("never drained the queue")
 
 
 def visible_and_in_flight(client: Any, queue_url: str) -> tuple[int, int]:
@@ -175,15 +188,8 @@ def send_bodies(client: Any, queue_url: str, bodies: list[str], **kwargs: Any) -
 
 def drain(client: Any, queue_url: str, **kwargs: Any) -> list[dict[str, Any]]:
     """Receive (and keep in flight for 10 minutes) until a short poll comes back empty."""
-    kwargs.setdefault("MaxNumberOfMessages", 10)
     kwargs.setdefault("VisibilityTimeout", 600)
-    got: list[dict[str, Any]] = []
-    for _ in range(2000):
-        batch = receive(client, queue_url, **kwargs)
-        if not batch:
-            return got
-        got.extend(batch)
-    raise AssertionError("drain never emptied the queue")
+    return receive_all(client, queue_url, **kwargs)
 
 
 def queue_attribute(client: Any, queue_url: str, name: str) -> str | None:

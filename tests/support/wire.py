@@ -49,7 +49,7 @@ def _qualified(path: str) -> str:
     return "/".join(f"{{{NS}}}{part}" if part not in (".", "..") else part for part in path.split("/"))
 
 
-def _send(url: str, method: str, data: bytes | None, headers: dict[str, str], timeout: float = 30) -> RawResponse:
+def send(url: str, method: str, data: bytes | None, headers: dict[str, str], timeout: float = 30) -> RawResponse:
     """Send one request and return what came back (never raises on 4xx/5xx)."""
     req = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:
@@ -76,7 +76,7 @@ def query_post(endpoint: str, params: Any, *, path: str = "/", region: str = "us
         request = AWSRequest(method="POST", url=url, data=body, headers=headers)
         SigV4Auth(Credentials("test", "test"), "sqs", region).add_auth(request)
         headers = dict(request.headers.items())
-    return _send(url, "POST", body, headers)
+    return send(url, "POST", body, headers)
 
 
 def query_get(endpoint: str, params: Any, *, path: str = "/", region: str = "us-east-1",
@@ -94,7 +94,7 @@ def query_get(endpoint: str, params: Any, *, path: str = "/", region: str = "us-
             SigV4Auth(Credentials("test", "test"), "sqs", region).add_auth(request)
         url = request.url
         headers = dict(request.headers.items())
-    return _send(url, "GET", None, headers)
+    return send(url, "GET", None, headers)
 
 
 # --- AWS JSON 1.0 -----------------------------------------------------------------
@@ -120,7 +120,7 @@ def raw_request(
         aws_req = AWSRequest(method=method, url=url, data=body, headers=headers)
         SigV4Auth(Credentials("test", "test"), "sqs", region).add_auth(aws_req)
         headers = dict(aws_req.headers.items())
-    return _send(url, method, body if method != "GET" else None, headers, timeout)
+    return send(url, method, body if method != "GET" else None, headers, timeout)
 
 
 def raw_json_call(endpoint: str, action: str, payload: Any, **kwargs: Any) -> RawResponse:
