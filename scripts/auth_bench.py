@@ -148,7 +148,8 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     python = sys.executable
     base = [python, "-m", "queueserver", "serve", "--port", "0", "--log-level", "warning"]
     open_proc = start_proc([*base, "--db", str(tmp / "open.db")], tmp / "open.log", "open")
-    auth_proc = start_proc([*base, "--db", str(tmp / "auth.db"), "--credentials", str(keys)], tmp / "auth.log", "verifying")
+    auth_proc = start_proc([*base, "--db", str(tmp / "auth.db"), "--credentials", str(keys)], tmp / "auth.log",
+                           "verifying")
     targets = [Target("open", open_proc, Api(open_proc.host, open_proc.port)),
                Target("verifying", auth_proc, SignedApi(auth_proc.host, auth_proc.port))]
     body = "x" * args.body_size

@@ -132,7 +132,8 @@ class Client:
         self.conn: Conn | None = None
 
     async def call(self, action: str, payload: dict[str, Any]) -> dict[str, Any]:
-        self.conn = await (connect(self.host, self.port) if self.conn is None else fresh(self.conn, self.host, self.port))
+        opened = connect(self.host, self.port) if self.conn is None else fresh(self.conn, self.host, self.port)
+        self.conn = await opened
         return await call(self.conn, self.api, action, payload)
 
     def close(self) -> None:

@@ -111,7 +111,8 @@ def _env(source: Path = REPO_ROOT) -> dict[str, str]:
 
 
 def launch(argv: list[str], stderr_path: Path, *, ready_timeout: float = 15, pin: bool = False,
-           source: Path | None = None, server_class: type[ServerT] = Server) -> ServerT:  # type: ignore[assignment] - the default is a ServerT
+           source: Path | None = None,
+           server_class: type[ServerT] = Server) -> ServerT:  # type: ignore[assignment] - the default is a ServerT
     """Run a server command and wait for its first stdout line, `READY http://127.0.0.1:PORT`;
     raises ServerError (the process dead) if it does not come.
 
@@ -381,7 +382,8 @@ def start_proc(argv: list[str], log_path: Path, name: str, source: Path | None =
 
 def start_queueserver(python: str, db_path: Path, log_path: Path, source: Path | None = None) -> Proc:
     # The idle-polls scenario holds thousands of connections, beyond the default --max-connections.
-    limits = ["--max-connections", "20000"] if ((source or REPO_ROOT) / "queueserver" / "http_guard.py").exists() else []
+    guarded = ((source or REPO_ROOT) / "queueserver" / "http_guard.py").exists()
+    limits = ["--max-connections", "20000"] if guarded else []
     return start_proc([python, "-m", "queueserver", "serve", "--port", "0", "--db", str(db_path),
                        "--log-level", "warning", *limits], log_path, "queueserver", source)
 

@@ -39,6 +39,21 @@ def server_factory() -> Iterator[Any]:
     started.kill_all()
 
 
+@pytest.fixture
+def serve_with_client(server_factory: Any, make_client: Any) -> Any:
+    """serve_with_client(db_path, *extra_args) -> (a `--test-clock` server on that file, a client of it).
+
+    For the tests that stop or kill a server and start another on the same file; the client
+    speaks this run's wire protocol.
+    """
+
+    def start(db_path: Path, *extra_args: str) -> tuple[ServerProcess, Any]:
+        proc = server_factory(db_path, "--test-clock", *extra_args)
+        return proc, make_client(proc.endpoint)
+
+    return start
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """The shared server (manual clock, no cooldowns)."""

@@ -508,10 +508,9 @@ def test_many_messages_are_dead_lettered_each_exactly_once(sqs, make_queue):
 
 @pytest.mark.server_process
 def test_a_kill_during_dead_letter_moves_leaves_each_message_in_exactly_one_queue(
-        tmp_path, server_factory, make_client):
+        tmp_path, serve_with_client, make_client):
     db = tmp_path / "dlq-kill.db"
-    first = server_factory(db, "--test-clock")
-    client = make_client(first.endpoint)
+    first, client = serve_with_client(db)
     dlq = client.create_queue(QueueName="kill-dlq")["QueueUrl"]
     source = client.create_queue(QueueName="kill-src", Attributes={
         "RedrivePolicy": redrive_policy(arn_of(client, dlq), 1)})["QueueUrl"]
@@ -542,8 +541,7 @@ def test_a_kill_during_dead_letter_moves_leaves_each_message_in_exactly_one_queu
         t.join(timeout=10)
     assert 0 < moved_before_kill < 400, "the kill should land in the middle of the moves"
 
-    second = server_factory(db, "--test-clock")
-    client = make_client(second.endpoint)
+    second, client = serve_with_client(db)
     before = counts(client, source)
     after_dlq = counts(client, dlq)
     assert before.visible + before.in_flight + after_dlq.visible + after_dlq.in_flight == 400

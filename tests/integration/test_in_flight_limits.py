@@ -188,7 +188,8 @@ def test_a_fifo_queue_delivers_again_as_its_in_flight_count_drops(client, limite
     assert len(rcv(client, url, 10)) == FIFO_LIMIT
 
 
-def test_a_fifo_long_poll_at_the_limit_returns_no_messages_and_no_error(client, make_client, in_flight_limited, limited_clock):
+def test_a_fifo_long_poll_at_the_limit_returns_no_messages_and_no_error(
+        client, make_client, in_flight_limited, limited_clock):
     url = fifo_queue(client)
     for n in range(6):
         send(client, url, f"g{n}", 0)
@@ -196,7 +197,8 @@ def test_a_fifo_long_poll_at_the_limit_returns_no_messages_and_no_error(client, 
     assert run_out_the_wait(limited_clock, LongPoll(make_client(in_flight_limited.endpoint), url)) == []
 
 
-def test_a_waiting_fifo_long_poll_gets_a_message_once_one_is_deleted(client, make_client, in_flight_limited, limited_clock):
+def test_a_waiting_fifo_long_poll_gets_a_message_once_one_is_deleted(
+        client, make_client, in_flight_limited, limited_clock):
     url = fifo_queue(client)
     for n in range(6):
         send(client, url, f"g{n}", 0)

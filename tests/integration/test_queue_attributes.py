@@ -5,15 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.sqs import (
-    BAD_ATTRIBUTE_VALUE,
-    VALUES_AT_THE_EDGES,
-    Counts,
-    counts,
-    raises_code,
-    raises_modeled,
-    receive,
-)
+from support.sqs import BAD_ATTRIBUTE_VALUE, VALUES_AT_THE_EDGES, Counts, counts, raises_code, raises_modeled, receive
 
 ACCOUNT = "000000000000"
 

@@ -134,7 +134,8 @@ def make_spark_queue(spark_sqs: Any) -> Callable[..., str]:
             dlq_url = spark_sqs.create_queue(QueueName=f"{name}-dlq-{uuid.uuid4().hex[:8]}{suffix}",
                                        Attributes={"FifoQueue": "true"} if fifo else {})["QueueUrl"]
             attrs["RedrivePolicy"] = redrive_policy(arn_of(spark_sqs, dlq_url), str(dead_letter_after))
-        url = str(spark_sqs.create_queue(QueueName=f"{name}-{uuid.uuid4().hex[:10]}{suffix}", Attributes=attrs)["QueueUrl"])
+        url = str(spark_sqs.create_queue(QueueName=f"{name}-{uuid.uuid4().hex[:10]}{suffix}",
+                                         Attributes=attrs)["QueueUrl"])
         if dlq_url is not None:
             dead_letters[url] = dlq_url
         return url
