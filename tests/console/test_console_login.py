@@ -101,7 +101,8 @@ def test_a_server_with_credentials_serves_the_console_behind_its_login() -> None
     assert ServerConfig(credentials_path="keys.toml", host="127.0.0.1").console_enabled is True
 
 
-def test_every_page_and_form_asks_to_log_in_first_and_an_unauthenticated_form_changes_nothing(login_server: Any) -> None:
+def test_every_page_and_form_asks_to_log_in_first_and_an_unauthenticated_form_changes_nothing(
+        login_server: Any) -> None:
     browser = Browser(login_server.endpoint)
     for path in ("/console", "/console/", "/console/server", "/console/queues/us-east-1/anything"):
         status, headers, _ = browser.request("GET", path)
@@ -142,7 +143,8 @@ def test_the_session_cookie_is_httponly_strict_and_never_holds_the_secret(login_
     assert status == 200 and f"arn:aws:iam::{OWNER}:user/alice" in body
 
 
-def test_a_key_limited_to_one_queue_sees_only_it_and_cannot_purge_another_even_by_a_forged_form(login_server: Any) -> None:
+def test_a_key_limited_to_one_queue_sees_only_it_and_cannot_purge_another_even_by_a_forged_form(
+        login_server: Any) -> None:
     alice = _client(login_server, "AKIDALICE")
     jobs = alice.create_queue(QueueName="login-jobs")["QueueUrl"]
     other = alice.create_queue(QueueName="login-other")["QueueUrl"]

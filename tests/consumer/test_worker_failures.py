@@ -10,7 +10,7 @@ import json
 import threading
 from typing import Any
 
-from support.sqs import visible_and_in_flight
+from support.sqs import arn_of, visible_and_in_flight
 from support.workers import receive_now, wait_for
 
 from queueserver.consumer import ExponentialBackoff, MakeVisibleNow, Outcome
@@ -120,7 +120,7 @@ def test_exponential_backoff_hides_a_failed_message_longer_after_each_receive_up
 
 def _queue_with_dead_letter_queue(worker_sqs: Any, make_worker_queue: Any, max_receive_count: int) -> tuple[str, str]:
     dead_letter_url = make_worker_queue()
-    arn = worker_sqs.get_queue_attributes(QueueUrl=dead_letter_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    arn = arn_of(worker_sqs, dead_letter_url)
     source_url = make_worker_queue({"RedrivePolicy": json.dumps({"deadLetterTargetArn": arn,
                                                           "maxReceiveCount": str(max_receive_count)})})
     return source_url, dead_letter_url

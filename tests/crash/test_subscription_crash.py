@@ -18,6 +18,7 @@ import pytest
 from botocore.exceptions import BotoCoreError, ClientError
 from support.clients import never_retrying_client
 from support.server import integrity
+from support.sqs import receive_and_delete_all
 from support.wire import raw_json_call
 
 pytestmark = pytest.mark.server_process
@@ -49,12 +50,7 @@ def _send_until_dead(endpoint: str, queue_path: str, acked: set[str], tag: str) 
 
 
 def _drain(client: Any, url: str) -> list[str]:
-    bodies: list[str] = []
-    while messages := client.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        bodies += [m["Body"] for m in messages]
-        client.delete_message_batch(QueueUrl=url, Entries=[
-            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)])
-    return bodies
+    return [m["Body"] for m in receive_and_delete_all(client, url)]
 
 
 def _rows(db: Path, table: str) -> int:

@@ -15,7 +15,7 @@ import pytest
 from support.auth import JOBS_QUEUE, OTHER_ACCOUNT, OWNER_ACCOUNT, SignedClock, signed_client
 from botocore.exceptions import ClientError
 from support.server import Server
-from support.sqs import arn_of
+from support.sqs import arn_of, visible
 
 ALICE_ARN = f"arn:aws:iam::{OWNER_ACCOUNT}:user/alice"
 
@@ -30,11 +30,6 @@ def bob(auth_server: Server, protocol: str) -> Any:
 def worker(auth_server: Server, protocol: str) -> Any:
     """Alice's account's key whose identity policy allows receive and delete on the queue "jobs" only."""
     return signed_client(protocol, auth_server.endpoint, "AKIDWORKER")
-
-
-def visible(client: Any, url: str) -> int:
-    attributes = client.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
-    return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
 
 
 def denied(call: Any) -> str:

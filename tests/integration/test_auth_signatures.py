@@ -27,11 +27,7 @@ from botocore import UNSIGNED
 from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError
 from support.server import start
-
-def visible(client: Any, url: str) -> int:
-    attributes = client.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
-    return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
-
+from support.sqs import visible
 
 def refused(call: Any, code: str, status: int) -> str:
     with pytest.raises(ClientError) as caught:

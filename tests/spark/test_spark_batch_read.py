@@ -67,7 +67,8 @@ def test_the_receive_mode_hides_what_it_read_and_gives_receipt_handles(spark: An
     assert visible_and_in_flight(spark_sqs, url) == (0, 23)
 
 
-def test_consume_deletes_only_if_the_function_returned(spark: Any, endpoint: str, spark_sqs: Any, make_spark_queue: Any) -> None:
+def test_consume_deletes_only_if_the_function_returned(
+        spark: Any, endpoint: str, spark_sqs: Any, make_spark_queue: Any) -> None:
     from queueserver.spark import consume
 
     url = make_spark_queue("consume")

@@ -29,7 +29,8 @@ def run_available_now(df: Any, sink: Any, checkpoint: Path, timeout: float = 90)
 def test_available_now_drains_the_queue_in_limited_batches_and_acknowledges_every_message(
         spark: Any, endpoint: str, spark_sqs: Any, make_spark_queue: Any, tmp_path: Path) -> None:
     url = make_spark_queue("drain")
-    send(spark_sqs, url, [f"m{i}" for i in range(35)], MessageAttributes={"kind": {"DataType": "String", "StringValue": "t"}})
+    send(spark_sqs, url, [f"m{i}" for i in range(35)],
+         MessageAttributes={"kind": {"DataType": "String", "StringValue": "t"}})
     batches: list[list[Any]] = []
 
     def sink(df: Any, batch_id: int) -> None:

@@ -8,23 +8,14 @@ from typing import Any
 
 import pytest
 from support.spark import send
-from support.sqs import visible_and_in_flight
+from support.sqs import receive_and_delete_all, visible_and_in_flight
 
 pytestmark = pytest.mark.spark
 
 
 def drain(spark_sqs: Any, url: str) -> list[dict[str, Any]]:
     """Receive and delete everything on a queue (the test's own consumer)."""
-    got: list[dict[str, Any]] = []
-    while True:
-        messages = spark_sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
-                                       MessageAttributeNames=["All"], MessageSystemAttributeNames=["All"]
-                                       ).get("Messages", [])
-        if not messages:
-            return got
-        got += messages
-        spark_sqs.delete_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                                                        for i, m in enumerate(messages)])
+    return receive_and_delete_all(spark_sqs, url, MessageAttributeNames=["All"], MessageSystemAttributeNames=["All"])
 
 
 def writer(df: Any, endpoint: str, url: str, **options: str) -> Any:
@@ -80,7 +71,8 @@ def test_a_fifo_write_keeps_each_group_in_row_order(
         writer(df, endpoint, url).save()
 
 
-def test_a_fifo_task_spark_retries_sends_no_duplicates(spark: Any, endpoint: str, spark_sqs: Any, make_spark_queue: Any) -> None:
+def test_a_fifo_task_spark_retries_sends_no_duplicates(
+        spark: Any, endpoint: str, spark_sqs: Any, make_spark_queue: Any) -> None:
     from pyspark.sql import Row
     from pyspark.sql.types import StructType
 

@@ -12,6 +12,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 from crashledger import Figures
 from support.server import ACCOUNT, Refusal, Server, advance_clock, integrity, try_serve
+from support.sqs import receive_and_delete_all
 from support.wire import raw_json_call
 
 QUEUE = "faults"
@@ -93,19 +94,11 @@ def wait_for_log(server: Server, text: str, timeout: float = 10) -> str:
 def drain(server: Server, client: Any) -> dict[str, str]:
     """Everything in the queue (body -> MessageId), deleting as we go; needs --test-clock."""
     advance_clock(server.endpoint, 13 * 3600)  # past any visibility timeout, inside the 4-day retention
-    url = url_of(server)
     got: dict[str, str] = {}
-    while True:
-        messages = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=43200,
-                                          WaitTimeSeconds=0).get("Messages", [])
-        if not messages:
-            return got
-        for m in messages:
-            assert m["Body"] not in got, f"{m['Body'][:20]} delivered twice in the drain"
-            got[m["Body"]] = m["MessageId"]
-        failed = client.delete_message_batch(QueueUrl=url, Entries=[
-            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]).get("Failed")
-        assert not failed, failed
+    for m in receive_and_delete_all(client, url_of(server), VisibilityTimeout=43200):
+        assert m["Body"] not in got, f"{m['Body'][:20]} delivered twice in the drain"
+        got[m["Body"]] = m["MessageId"]
+    return got
 
 
 def assert_nothing_acknowledged_lost(tally: Tally, drained: dict[str, str], deleted: Collection[str] = frozenset()) -> None:

@@ -170,6 +170,12 @@ def receive_all(client: Any, queue_url: str, **kwargs: Any) -> list[dict[str, An
     raise AssertionError("never drained the queue")
 
 
+def visible(client: Any, queue_url: str) -> int:
+    """ApproximateNumberOfMessages of a queue."""
+    attributes = client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessages"])
+    return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
+
+
 def visible_and_in_flight(client: Any, queue_url: str) -> tuple[int, int]:
     """(visible, in flight) messages of a queue."""
     found = counts(client, queue_url)
@@ -184,6 +190,18 @@ def send_bodies(client: Any, queue_url: str, bodies: list[str], **kwargs: Any) -
         assert resp["MD5OfMessageBody"] == md5_of_body(body)
         ids.append(resp["MessageId"])
     return ids
+
+
+def receive_and_delete_all(client: Any, queue_url: str, **kwargs: Any) -> list[dict[str, Any]]:
+    """Receive and delete until a short poll comes back empty (a consumer that empties the queue)."""
+    kwargs.setdefault("MaxNumberOfMessages", 10)
+    got: list[dict[str, Any]] = []
+    while messages := receive(client, queue_url, **kwargs):
+        got += messages
+        failed = client.delete_message_batch(QueueUrl=queue_url, Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]).get("Failed")
+        assert not failed, failed
+    return got
 
 
 def drain(client: Any, queue_url: str, **kwargs: Any) -> list[dict[str, Any]]:
