@@ -35,7 +35,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench import Api, Conn, Proc, connect_many, fresh
+from benchclient import Api, Conn, call, connect_many, fresh
+from benchkit import Proc, start_proc
 
 KEY_ID, SECRET, ACCOUNT, REGION = "AKIDBENCH", "bench-secret", "123456789012", "us-east-1"
 
@@ -88,13 +89,6 @@ class SignedApi(Api):
         if action != "DeleteMessageBatch":  # receipt handles differ every time
             self._signed[(action, body)] = request
         return request
-
-
-async def call(conn: Conn, api: Api, action: str, payload: dict[str, Any]) -> dict[str, Any]:
-    status, body = await conn.request(api.req(action, payload))
-    if status != 200:
-        raise RuntimeError(f"{action} -> {status}: {body[:300]!r}")
-    return json.loads(body) if body else {}
 
 
 class Target:
@@ -153,8 +147,9 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     keys.write_text(f'[keys.{KEY_ID}]\nsecret_access_key = "{SECRET}"\naccount_id = "{ACCOUNT}"\n')
     python = sys.executable
     base = [python, "-m", "queueserver", "serve", "--port", "0", "--log-level", "warning"]
-    open_proc = Proc([*base, "--db", str(tmp / "open.db")], tmp / "open.log", "open")
-    auth_proc = Proc([*base, "--db", str(tmp / "auth.db"), "--credentials", str(keys)], tmp / "auth.log", "verifying")
+    open_proc = start_proc([*base, "--db", str(tmp / "open.db")], tmp / "open.log", "open")
+    auth_proc = start_proc([*base, "--db", str(tmp / "auth.db"), "--credentials", str(keys)], tmp / "auth.log",
+                           "verifying")
     targets = [Target("open", open_proc, Api(open_proc.host, open_proc.port)),
                Target("verifying", auth_proc, SignedApi(auth_proc.host, auth_proc.port))]
     body = "x" * args.body_size

@@ -65,21 +65,20 @@ import json
 import math
 import os
 import shutil
-import signal
-import socket
 import random
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-REPO = Path(__file__).resolve().parent.parent
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+from benchkit import REPO_ROOT as REPO
+from benchclient import Api, Conn, SQSError, call, connect, connect_many, fresh
+from benchkit import CLK_TCK, Proc, start_ceiling, start_queueserver, start_reference
+
 
 # Issue 5's figures for its reference server, msgs/s: only to size a receive run's backlog. The
 # reference itself (scripts/bench_reference.py) is measured in every run, beside queueserver.
@@ -101,93 +100,6 @@ MSGS_PER_REQUEST = {
     "roundtrip10": 10 / 3,  # send 10 + receive 10 + delete 10
 }
 
-
-
-# -- processes ----------------------------------------------------------------------------
-
-class Proc:
-    """A server subprocess pinned to core 0, with its READY URL and /proc readings."""
-
-    def __init__(self, argv: list[str], log_path: Path, name: str, source: Path | None = None) -> None:
-        self.name = name
-        self.log_path = log_path
-        pin = ["taskset", "-c", "0"] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
-        self._log = open(log_path, "wb")  # noqa: SIM115
-        env = dict(os.environ)
-        if source is not None:  # a snapshot of a revision comes before the editable install
-            env["PYTHONPATH"] = os.pathsep.join([str(source)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        self.popen = subprocess.Popen(pin + argv, stdout=subprocess.PIPE, stderr=self._log, cwd=source or REPO,
-                                      start_new_session=True, env=env)
-        self.pid = self.popen.pid  # taskset execs the command: same pid
-        self.url = self._await_ready()
-        host_port = self.url.split("//", 1)[1]
-        self.host, port = host_port.rsplit(":", 1)
-        self.port = int(port)
-
-    def _await_ready(self, timeout: float = 60.0) -> str:
-        result: list[str] = []
-
-        def read() -> None:
-            assert self.popen.stdout is not None
-            for raw in self.popen.stdout:
-                line = raw.decode(errors="replace").strip()
-                if line.startswith("READY "):
-                    result.append(line.split()[1])
-                    return
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        reader.join(timeout)
-        if not result:
-            self.stop()
-            raise RuntimeError(f"{self.name} did not print READY; log:\n{self.log_path.read_text()[-3000:]}")
-        return result[0]
-
-    def cpu_seconds(self) -> float:
-        with open(f"/proc/{self.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-    def thread_cpu(self) -> dict[str, float]:
-        """CPU seconds of the main (event loop) thread and of all other threads (SQLite, executors)."""
-        main = other = 0.0
-        for tid in os.listdir(f"/proc/{self.pid}/task"):
-            try:
-                with open(f"/proc/{self.pid}/task/{tid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            seconds = (int(fields[11]) + int(fields[12])) / CLK_TCK
-            if int(tid) == self.pid:
-                main += seconds
-            else:
-                other += seconds
-        return {"loop": main, "other": other}
-
-    def memory_mb(self) -> dict[str, float]:
-        values = {}
-        with open(f"/proc/{self.pid}/status") as f:
-            for line in f:
-                if line.startswith(("VmRSS:", "VmHWM:")):
-                    values[line.split(":")[0]] = int(line.split()[1]) / 1024
-        return {"rss_mb": values.get("VmRSS", 0.0), "peak_rss_mb": values.get("VmHWM", 0.0)}
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(30)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        self._log.close()
-
-
-def start_queueserver(python: str, db_path: Path, log_path: Path, source: Path | None = None) -> Proc:
-    # The idle-polls scenario holds thousands of connections, beyond the default --max-connections.
-    limits = ["--max-connections", "20000"] if ((source or REPO) / "queueserver" / "http_guard.py").exists() else []
-    return Proc([python, "-m", "queueserver", "serve", "--port", "0", "--db", str(db_path),
-                 "--log-level", "warning", *limits], log_path, "queueserver", source)
 
 
 def start_console_watch(python: str, url: str) -> subprocess.Popen[str]:
@@ -224,128 +136,6 @@ def working_tree_state() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "working tree (not a git checkout)"
     return f"working tree at {commit}" + (" with uncommitted server changes" if dirty.strip() else "")
-
-
-def start_ceiling(python: str, log_path: Path, source: Path | None = None) -> Proc:
-    """scripts/bench_ceiling.py: the server's own HTTP stack (of `source`, a revision's snapshot, if given)."""
-    return Proc([python, str(REPO / "scripts" / "bench_ceiling.py")], log_path, "ceiling server", source)
-
-
-def start_reference(python: str, db_path: Path, log_path: Path) -> Proc:
-    """scripts/bench_reference.py: the minimal server of this design, measured in the same run."""
-    return Proc([python, str(REPO / "scripts" / "bench_reference.py"), str(db_path)], log_path, "reference server")
-
-
-# -- the lean HTTP client -----------------------------------------------------------------
-
-class Conn(asyncio.Protocol):
-    """One keep-alive HTTP/1.1 connection, one request at a time."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.buf = b""
-        self.fut: asyncio.Future | None = None
-        self.loop = asyncio.get_running_loop()
-        self.closed = False
-        self.last_used = time.monotonic()
-
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.buf + data if self.buf else data
-        self.buf = buf
-        fut = self.fut
-        if fut is None:
-            return
-        end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            return
-        i = buf.find(b"content-length:", 0, end)
-        if i < 0:
-            i = buf[:end].lower().find(b"content-length:")
-            if i < 0:
-                fut.set_exception(RuntimeError(f"response without content-length: {buf[:end]!r}"))
-                self.fut = None
-                return
-        j = buf.find(b"\r\n", i, end + 2)
-        total = end + 4 + int(buf[i + 15:j])
-        if len(buf) < total:
-            return
-        self.buf = buf[total:]
-        self.fut = None
-        fut.set_result((int(buf[9:12]), buf[end + 4:total]))
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        fut, self.fut = self.fut, None
-        if fut is not None and not fut.done():
-            fut.set_exception(ConnectionError(f"connection closed: {exc}"))
-
-    def request(self, data: bytes) -> asyncio.Future:
-        fut = self.loop.create_future()
-        self.fut = fut
-        self.last_used = time.monotonic()
-        assert self.transport is not None
-        self.transport.write(data)
-        return fut
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-
-async def connect(host: str, port: int) -> Conn:
-    _, conn = await asyncio.get_running_loop().create_connection(Conn, host, port)
-    return conn
-
-
-async def fresh(conn: Conn, host: str, port: int) -> Conn:
-    """The connection, or a new one if the server closed it or may be about to (uvicorn's
-    keep-alive timeout is 5 s of idleness)."""
-    if conn.closed or time.monotonic() - conn.last_used > 3.0:
-        conn.close()
-        return await connect(host, port)
-    return conn
-
-
-async def connect_many(host: str, port: int, n: int, chunk: int = 100) -> list[Conn]:
-    conns: list[Conn] = []
-    while len(conns) < n:
-        conns += await asyncio.gather(*(connect(host, port) for _ in range(min(chunk, n - len(conns)))))
-    return conns
-
-
-class Api:
-    """Request bytes for the SQS JSON protocol, prefixes built once per action."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self._host = f"{host}:{port}".encode()
-        self._prefix: dict[str, bytes] = {}
-
-    def req(self, action: str, payload: dict[str, Any] | bytes) -> bytes:
-        prefix = self._prefix.get(action)
-        if prefix is None:
-            prefix = (b"POST / HTTP/1.1\r\nHost: " + self._host +
-                      b"\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: AmazonSQS." +
-                      action.encode() + b"\r\nContent-Length: ")
-            self._prefix[action] = prefix
-        body = payload if isinstance(payload, bytes) else json.dumps(payload, separators=(",", ":")).encode()
-        return b"%s%d\r\n\r\n%s" % (prefix, len(body), body)
-
-
-class SQSError(RuntimeError):
-    pass
-
-
-async def call(conn: Conn, api: Api, action: str, payload: dict[str, Any]) -> dict[str, Any]:
-    status, body = await conn.request(api.req(action, payload))
-    if status != 200:
-        raise SQSError(f"{action} -> {status}: {body[:300]!r}")
-    return json.loads(body) if body else {}
 
 
 # -- measurement ----------------------------------------------------------------------------

@@ -6,21 +6,14 @@ Run: .venv/bin/python scripts/console_screenshots.py   (needs Debian's chromium 
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 import urllib.request
 from pathlib import Path
 
 import boto3
+from benchkit import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT, running
 from botocore.config import Config
 from playwright.sync_api import sync_playwright
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-import serverproc  # noqa: E402
-
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def subscribe(endpoint: str, queue_url: str, name: str) -> None:
@@ -65,22 +58,18 @@ def fill(endpoint: str) -> None:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        server = serverproc.start_server(Path(tmp) / "queueserver.db")
-        try:
+        with running(Path(tmp) / "queueserver.db") as server:
             fill(server.endpoint)
             with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 page = browser.new_page(viewport={"width": 1280, "height": 800})
                 page.goto(server.endpoint + "/console")
                 page.wait_for_timeout(2500)  # the counts cache's staleness bound
                 page.reload()
-                page.screenshot(path=str(ROOT / "docs/console-overview.png"))
+                page.screenshot(path=str(REPO_ROOT / "docs/console-overview.png"))
                 page.goto(server.endpoint + "/console/queues/us-east-1/000000000000/orders")
-                page.screenshot(path=str(ROOT / "docs/console-queue.png"))
+                page.screenshot(path=str(REPO_ROOT / "docs/console-queue.png"))
                 browser.close()
-        finally:
-            server.stop()
-            server.ensure_dead()
 
 
 if __name__ == "__main__":

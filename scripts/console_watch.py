@@ -10,10 +10,8 @@ import signal
 import sys
 import threading
 
+from benchkit import CHROMIUM, CHROMIUM_ARGS
 from playwright.sync_api import sync_playwright
-
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 def main() -> int:
@@ -22,7 +20,7 @@ def main() -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(endpoint + path)
         print("WATCHING", flush=True)

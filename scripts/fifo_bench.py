@@ -43,9 +43,7 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -54,89 +52,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from benchclient import Client
+from benchkit import start_queueserver
 
 
-# --- the server ------------------------------------------------------------------------------
-
-
-class Server:
-    def __init__(self, db: Path) -> None:
-        pin = ["taskset", "-c", "0"] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-        self.popen = subprocess.Popen(
-            [*pin, sys.executable, "-m", "queueserver", "serve", "--host", "127.0.0.1", "--port", "0",
-             "--db", str(db), "--log-level", "warning"],
-            cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert self.popen.stdout is not None
-        line = self.popen.stdout.readline().decode().strip()
-        if not line.startswith("READY http://"):
-            self.popen.kill()
-            raise SystemExit(f"the server did not start: {line!r}\n{self.popen.stderr.read().decode()}")  # type: ignore[union-attr]
-        host_port = line.removeprefix("READY http://")
-        self.host, port = host_port.rsplit(":", 1)
-        self.port = int(port)
-
-    def stop(self) -> None:
-        self.popen.terminate()
-        try:
-            self.popen.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait()
-
-
-# --- a minimal AWS JSON client -----------------------------------------------------------------
-
-
-class Connection:
-    """One keep-alive HTTP/1.1 connection; one request at a time."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def call(self, action: str, payload: dict[str, Any]) -> dict[str, Any]:
-        body = json.dumps(payload, separators=(",", ":")).encode()
-        request = (b"POST / HTTP/1.1\r\nHost: " + f"{self.host}:{self.port}".encode()
-                   + b"\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: AmazonSQS."
-                   + action.encode() + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-        for attempt in range(2):
-            if self.writer is None:
-                self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-            assert self.reader is not None
-            self.writer.write(request)
-            status_line = await self.reader.readline()
-            if status_line:
-                break
-            # The server closed an idle keep-alive connection: open a new one and resend.
-            self.close()
-            self.writer = None
-        else:
-            raise RuntimeError(f"{action}: the server closed the connection twice")
-        status = int(status_line.split()[1])
-        length = 0
-        while True:
-            line = await self.reader.readline()
-            if line in (b"\r\n", b""):
-                break
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value.strip())
-        data = await self.reader.readexactly(length) if length else b"{}"
-        result = json.loads(data or b"{}")
-        if status != 200:
-            raise RuntimeError(f"{action} answered {status}: {result}")
-        return result
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-
-
-async def create_queue(conn: Connection, name: str, attributes: dict[str, str]) -> str:
+async def create_queue(conn: Client, name: str, attributes: dict[str, str]) -> str:
     return (await conn.call("CreateQueue", {"QueueName": name, "Attributes": attributes}))["QueueUrl"]
 
 
@@ -153,11 +73,11 @@ def entries(group_of: Any, start: int, fifo: bool, body_pad: str) -> list[dict[s
     return batch
 
 
-async def fill(conns: list[Connection], url: str, total: int, group_of: Any, fifo: bool, pad: str) -> None:
+async def fill(conns: list[Client], url: str, total: int, group_of: Any, fifo: bool, pad: str) -> None:
     """Send `total` messages in batches of 10 over all connections (untimed set-up)."""
     starts = iter(range(0, total, 10))
 
-    async def worker(conn: Connection) -> None:
+    async def worker(conn: Client) -> None:
         for start in starts:
             await conn.call("SendMessageBatch", {"QueueUrl": url, "Entries": entries(group_of, start, fifo, pad)})
 
@@ -167,13 +87,13 @@ async def fill(conns: list[Connection], url: str, total: int, group_of: Any, fif
 # --- scenarios --------------------------------------------------------------------------------
 
 
-async def send_rate(conns: list[Connection], url: str, seconds: float, group_of: Any, fifo: bool,
+async def send_rate(conns: list[Client], url: str, seconds: float, group_of: Any, fifo: bool,
                     pad: str) -> float:
     deadline = time.perf_counter() + seconds
     sent = 0
     counter = iter(range(0, 1 << 40, 10))
 
-    async def worker(conn: Connection) -> None:
+    async def worker(conn: Client) -> None:
         nonlocal sent
         while time.perf_counter() < deadline:
             start = next(counter)
@@ -185,13 +105,13 @@ async def send_rate(conns: list[Connection], url: str, seconds: float, group_of:
     return sent / (time.perf_counter() - began)
 
 
-async def receive_delete_rate(conns: list[Connection], url: str, seconds: float) -> tuple[float, int]:
+async def receive_delete_rate(conns: list[Client], url: str, seconds: float) -> tuple[float, int]:
     """msgs/s received and deleted; also how many receives came back empty."""
     deadline = time.perf_counter() + seconds
     done = 0
     empty = 0
 
-    async def worker(conn: Connection) -> None:
+    async def worker(conn: Client) -> None:
         nonlocal done, empty
         while time.perf_counter() < deadline:
             got = (await conn.call("ReceiveMessage", {"QueueUrl": url, "MaxNumberOfMessages": 10})).get("Messages", [])
@@ -216,7 +136,7 @@ class Dwell:
     drain_seconds: float = 0.0  # until the last noisy message this test received
 
 
-async def dwell(conns: list[Connection], producer: Connection, url: str, backlog: int, quiet: int,
+async def dwell(conns: list[Client], producer: Client, url: str, backlog: int, quiet: int,
                 interval_ms: float, noisy_group: str | None, quiet_group: str | None, fifo: bool) -> Dwell:
     """Consumers drain a noisy backlog while a producer sends `quiet` quiet messages."""
     sent_at: dict[str, float] = {}
@@ -225,7 +145,7 @@ async def dwell(conns: list[Connection], producer: Connection, url: str, backlog
     stop = asyncio.Event()
     began = time.perf_counter()
 
-    async def consumer(conn: Connection) -> None:
+    async def consumer(conn: Client) -> None:
         while not stop.is_set():
             got = (await conn.call("ReceiveMessage", {"QueueUrl": url, "MaxNumberOfMessages": 10,
                                                       "WaitTimeSeconds": 1})).get("Messages", [])
@@ -263,7 +183,7 @@ async def dwell(conns: list[Connection], producer: Connection, url: str, backlog
 # --- scaling probes (--scaling) ----------------------------------------------------------------
 
 
-async def latency_ms(conn: Connection, action: str, payload: dict[str, Any], n: int = 30) -> float:
+async def latency_ms(conn: Client, action: str, payload: dict[str, Any], n: int = 30) -> float:
     samples = []
     for _ in range(n):
         began = time.perf_counter()
@@ -274,9 +194,9 @@ async def latency_ms(conn: Connection, action: str, payload: dict[str, Any], n: 
 
 async def scaling(db_dir: Path, pad: str) -> list[tuple[str, float]]:
     """How a receive's cost grows with the backlog of a held FIFO group and with a fair queue's groups."""
-    server = Server(db_dir / "scaling.db")
-    admin = Connection(server.host, server.port)
-    conns = [Connection(server.host, server.port) for _ in range(8)]
+    server = start_queueserver(sys.executable, db_dir / "scaling.db", db_dir / "scaling.log")
+    admin = Client(server.host, server.port)
+    conns = [Client(server.host, server.port) for _ in range(8)]
     rows: list[tuple[str, float]] = []
     try:
         held_50k = ""
@@ -293,7 +213,7 @@ async def scaling(db_dir: Path, pad: str) -> list[tuple[str, float]]:
                      await latency_ms(admin, "SendMessage", send_other)))
         stop = asyncio.Event()
 
-        async def poll_held(conn: Connection) -> None:
+        async def poll_held(conn: Client) -> None:
             while not stop.is_set():
                 await conn.call("ReceiveMessage", {"QueueUrl": held_50k, "MaxNumberOfMessages": 10})
 
@@ -325,10 +245,10 @@ async def scaling(db_dir: Path, pad: str) -> list[tuple[str, float]]:
 
 
 async def one_run(args: argparse.Namespace, db_dir: Path, run: int) -> dict[str, Any]:
-    server = Server(db_dir / f"run{run}.db")
+    server = start_queueserver(sys.executable, db_dir / f"run{run}.db", db_dir / f"run{run}.log")
     figures: dict[str, Any] = {}
-    conns = [Connection(server.host, server.port) for _ in range(args.connections)]
-    admin = Connection(server.host, server.port)
+    conns = [Client(server.host, server.port) for _ in range(args.connections)]
+    admin = Client(server.host, server.port)
     pad = "x" * args.body_bytes
     try:
         fifo = {"FifoQueue": "true"}

@@ -13,17 +13,14 @@ and the file's integrity check is ok; 1 otherwise.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
+import shutil
 import tempfile
 import time
 from pathlib import Path
 
-_TESTS = Path(__file__).resolve().parent.parent / "tests"
-sys.path[:0] = [str(_TESTS / "crash"), str(_TESTS)]  # crashkit, and the serverproc it uses
-
+import benchkit
 import crashkit
-import serverproc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             seconds_between=(0.5 * args.seconds_between, 1.5 * args.seconds_between),
             log=lambda line: print(line, flush=True), producers=args.producers, consumers=args.consumers,
             seed=seed)
-        check = serverproc.run_queueserver("check", "--db", str(workdir / "crash.db"))
+        check = benchkit.run_queueserver("check", "--db", str(workdir / "crash.db"))
     finally:
         if not args.workdir and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

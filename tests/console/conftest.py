@@ -6,33 +6,25 @@ missing the tests fail, never skip (.ci/run installs it).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
-
-import serverproc
-
-CHROMIUM = os.environ.get("QUEUESERVER_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+from benchkit import CHROMIUM, CHROMIUM_ARGS
+from support.clients import json_client
+from support.server import running
 
 
 @pytest.fixture(scope="module")
 def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with serverproc.running(tmp_path_factory.mktemp("console") / "queueserver.db") as proc:
+    with running(tmp_path_factory.mktemp("console") / "queueserver.db") as proc:
         yield proc
 
 
 @pytest.fixture(scope="module")
 def console_sqs(console_server: Any) -> Any:
-    return boto3.client("sqs", endpoint_url=console_server.endpoint, region_name="us-east-1",
-                        aws_access_key_id="test", aws_secret_access_key="test",
-                        config=Config(retries={"max_attempts": 1}))
+    return json_client(console_server.endpoint)
 
 
 @pytest.fixture(scope="module")

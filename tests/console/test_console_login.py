@@ -84,16 +84,16 @@ def keys_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, keys_file: Path) -> Iterator[Any]:
-    import serverproc
+def login_server(tmp_path_factory: pytest.TempPathFactory, keys_file: Path) -> Iterator[Any]:
+    from support.server import running
 
-    with serverproc.running(tmp_path_factory.mktemp("login-db") / "q.db", "--credentials", str(keys_file)) as proc:
+    with running(tmp_path_factory.mktemp("login-db") / "q.db", "--credentials", str(keys_file)) as proc:
         yield proc
 
 
-def _client(server: Any, key_id: str) -> Any:
+def _client(login_server: Any, key_id: str) -> Any:
     return boto3.session.Session().client(
-        "sqs", region_name="us-east-1", endpoint_url=server.endpoint, aws_access_key_id=key_id,
+        "sqs", region_name="us-east-1", endpoint_url=login_server.endpoint, aws_access_key_id=key_id,
         aws_secret_access_key=KEYS[key_id]["secret_access_key"], config=Config(retries={"total_max_attempts": 1}))
 
 
@@ -102,37 +102,38 @@ def test_a_server_with_credentials_serves_the_console_behind_its_login() -> None
     assert ServerConfig(credentials_path="keys.toml", host="127.0.0.1").console_enabled is True
 
 
-def test_every_page_and_form_asks_to_log_in_first_and_an_unauthenticated_form_changes_nothing(server: Any) -> None:
-    browser = Browser(server.endpoint)
+def test_every_page_and_form_asks_to_log_in_first_and_an_unauthenticated_form_changes_nothing(
+        login_server: Any) -> None:
+    browser = Browser(login_server.endpoint)
     for path in ("/console", "/console/", "/console/server", "/console/queues/us-east-1/anything"):
         status, headers, _ = browser.request("GET", path)
         assert (status, headers["location"]) == (303, "/console/login"), path
     token = browser.token()
     status, _, _ = browser.request("POST", "/console/create", {"csrf_token": token, "name": "sneaky-queue"})
     assert status == 403
-    assert "QueueUrls" not in _client(server, "AKIDALICE").list_queues(QueueNamePrefix="sneaky")
+    assert "QueueUrls" not in _client(login_server, "AKIDALICE").list_queues(QueueNamePrefix="sneaky")
 
 
 @pytest.mark.parametrize("key_id,secret", [("AKIDALICE", "wrong-secret"), ("AKIDNOSUCHKEY", "alice-secret"),
                                            ("AKIDALICE", "")])
-def test_a_wrong_secret_or_an_unknown_key_is_refused(server: Any, key_id: str, secret: str) -> None:
-    browser = Browser(server.endpoint)
+def test_a_wrong_secret_or_an_unknown_key_is_refused(login_server: Any, key_id: str, secret: str) -> None:
+    browser = Browser(login_server.endpoint)
     status, location = browser.login(key_id, secret)
     assert status == 303 and location.startswith("/console/login?error=")
     assert "qs_console_session" not in browser.cookies
     assert browser.request("GET", "/console/")[0] == 303
 
 
-def test_a_login_without_the_forms_token_is_refused(server: Any) -> None:
-    browser = Browser(server.endpoint)
+def test_a_login_without_the_forms_token_is_refused(login_server: Any) -> None:
+    browser = Browser(login_server.endpoint)
     browser.token()
     status, _, _ = browser.request("POST", "/console/login", {
         "csrf_token": "forged", "access_key_id": "AKIDALICE", "secret_access_key": "alice-secret"})
     assert status == 403 and "qs_console_session" not in browser.cookies
 
 
-def test_the_session_cookie_is_httponly_strict_and_never_holds_the_secret(server: Any) -> None:
-    browser = Browser(server.endpoint)
+def test_the_session_cookie_is_httponly_strict_and_never_holds_the_secret(login_server: Any) -> None:
+    browser = Browser(login_server.endpoint)
     token = browser.token()
     _, headers, _ = browser.request("POST", "/console/login", {
         "csrf_token": token, "access_key_id": "AKIDALICE", "secret_access_key": "alice-secret"})
@@ -143,12 +144,13 @@ def test_the_session_cookie_is_httponly_strict_and_never_holds_the_secret(server
     assert status == 200 and f"arn:aws:iam::{OWNER}:user/alice" in body
 
 
-def test_a_key_limited_to_one_queue_sees_only_it_and_cannot_purge_another_even_by_a_forged_form(server: Any) -> None:
-    alice = _client(server, "AKIDALICE")
+def test_a_key_limited_to_one_queue_sees_only_it_and_cannot_purge_another_even_by_a_forged_form(
+        login_server: Any) -> None:
+    alice = _client(login_server, "AKIDALICE")
     jobs = alice.create_queue(QueueName="login-jobs")["QueueUrl"]
     other = alice.create_queue(QueueName="login-other")["QueueUrl"]
     alice.send_message(QueueUrl=other, MessageBody="keep me")
-    worker = Browser(server.endpoint)
+    worker = Browser(login_server.endpoint)
     assert worker.login("AKIDWORKER", "worker-secret") == (303, "/console/")
     status, _, body = worker.request("GET", "/console/")
     assert status == 200 and "login-jobs" in body and "login-other" not in body
@@ -165,10 +167,10 @@ def test_a_key_limited_to_one_queue_sees_only_it_and_cannot_purge_another_even_b
     assert alice.get_queue_url(QueueName="login-jobs")["QueueUrl"] == jobs
 
 
-def test_another_accounts_queue_is_invisible_until_add_permission_grants_it(server: Any) -> None:
-    bob = _client(server, "AKIDBOB")
+def test_another_accounts_queue_is_invisible_until_add_permission_grants_it(login_server: Any) -> None:
+    bob = _client(login_server, "AKIDBOB")
     url = bob.create_queue(QueueName="login-bobs-queue")["QueueUrl"]
-    alice = Browser(server.endpoint)
+    alice = Browser(login_server.endpoint)
     alice.login("AKIDALICE", "alice-secret")
     assert "login-bobs-queue" not in alice.request("GET", "/console/")[2]
     bob.add_permission(QueueUrl=url, Label="alice-looks", AWSAccountIds=[OWNER], Actions=["GetQueueAttributes"])
@@ -177,8 +179,8 @@ def test_another_accounts_queue_is_invisible_until_add_permission_grants_it(serv
             f'<small>(account {OTHER})</small>') in listed
 
 
-def test_logout_ends_the_session_even_for_a_copy_of_its_cookie(server: Any) -> None:
-    browser = Browser(server.endpoint)
+def test_logout_ends_the_session_even_for_a_copy_of_its_cookie(login_server: Any) -> None:
+    browser = Browser(login_server.endpoint)
     browser.login("AKIDALICE", "alice-secret")
     copied = dict(browser.cookies)
     assert browser.request("GET", "/console/")[0] == 200
@@ -190,8 +192,8 @@ def test_logout_ends_the_session_even_for_a_copy_of_its_cookie(server: Any) -> N
 
 
 def test_a_key_revoked_in_the_credentials_file_loses_its_session_at_the_next_request(
-        server: Any, keys_file: Path) -> None:
-    browser = Browser(server.endpoint)
+        login_server: Any, keys_file: Path) -> None:
+    browser = Browser(login_server.endpoint)
     browser.login("AKIDBOB", "bob-secret")
     assert browser.request("GET", "/console/")[0] == 200
     keys_file.write_text(_toml({k: v for k, v in KEYS.items() if k != "AKIDBOB"}))
@@ -202,9 +204,9 @@ def test_a_key_revoked_in_the_credentials_file_loses_its_session_at_the_next_req
         keys_file.write_text(_toml(KEYS))
 
 
-def test_in_chromium_a_key_logs_in_sees_its_queue_and_logs_out(server: Any, page: Any) -> None:
-    _client(server, "AKIDALICE").create_queue(QueueName="login-browser-queue")
-    page.goto(server.endpoint + "/console/")
+def test_in_chromium_a_key_logs_in_sees_its_queue_and_logs_out(login_server: Any, page: Any) -> None:
+    _client(login_server, "AKIDALICE").create_queue(QueueName="login-browser-queue")
+    page.goto(login_server.endpoint + "/console/")
     page.get_by_label("Access key ID").fill("AKIDALICE")
     page.get_by_label("Secret access key").fill("alice-secret")
     page.get_by_role("button", name="Log in").click()
@@ -212,7 +214,7 @@ def test_in_chromium_a_key_logs_in_sees_its_queue_and_logs_out(server: Any, page
     page.get_by_role("heading", name=re.compile("login-browser-queue")).wait_for()
     page.get_by_role("button", name="Log out").click()
     page.get_by_role("heading", name="Log in").wait_for()
-    page.goto(server.endpoint + "/console/")
+    page.goto(login_server.endpoint + "/console/")
     page.get_by_role("heading", name="Log in").wait_for()
 
 

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workerkit import REPO_ROOT, WAIT_TIMEOUT_S, queue_counts, send_bodies, wait_for
+from support.server import REPO_ROOT
+from support.sqs import send_bodies, visible_and_in_flight
+from support.workers import WAIT_TIMEOUT_S, wait_for
 
 HERE = Path(__file__).resolve().parent
 
@@ -54,16 +56,16 @@ def stop_cli(proc: subprocess.Popen[str], server_clock: Any) -> tuple[int, str, 
 
 
 def test_the_worker_command_handles_messages_and_exits_0_after_a_clean_shutdown_on_sigterm(
-        sqs, make_queue, server_clock, test_clock_server, tmp_path):
-    url = make_queue()
+        worker_sqs, make_worker_queue, server_clock, test_clock_server, tmp_path):
+    url = make_worker_queue()
     name = url.rsplit("/", 1)[1]
     env = worker_env(tmp_path, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
     proc = start_cli(env, "--queue", name, "--endpoint", test_clock_server.endpoint, "--visibility-timeout", "60",
                      "--concurrency", "2")
     try:
-        send_bodies(sqs, url, ["one", "two", "three"])
+        send_bodies(worker_sqs, url, ["one", "two", "three"])
         wait_for(lambda: sorted(handled(tmp_path)) == ["one", "three", "two"], "three messages handled")
-        wait_for(lambda: queue_counts(sqs, url) == (0, 0), "the deletes")
+        wait_for(lambda: visible_and_in_flight(worker_sqs, url) == (0, 0), "the deletes")
     finally:
         rc, out, err = stop_cli(proc, server_clock)
     assert rc == 0, err
@@ -72,14 +74,14 @@ def test_the_worker_command_handles_messages_and_exits_0_after_a_clean_shutdown_
 
 
 def test_the_worker_command_takes_its_endpoint_from_the_environment_and_needs_no_credentials_for_it(
-        sqs, make_queue, server_clock, test_clock_server, tmp_path):
-    url = make_queue()
+        worker_sqs, make_worker_queue, server_clock, test_clock_server, tmp_path):
+    url = make_worker_queue()
     env = worker_env(tmp_path, AWS_ENDPOINT_URL_SQS=test_clock_server.endpoint)
     proc = start_cli(env, "--queue", url.rsplit("/", 1)[1])
     try:
-        send_bodies(sqs, url, ["from the environment"])
+        send_bodies(worker_sqs, url, ["from the environment"])
         wait_for(lambda: handled(tmp_path) == ["from the environment"], "the message handled")
-        wait_for(lambda: queue_counts(sqs, url) == (0, 0), "the delete")
+        wait_for(lambda: visible_and_in_flight(worker_sqs, url) == (0, 0), "the delete")
     finally:
         rc, _, err = stop_cli(proc, server_clock)
     assert rc == 0, err
@@ -94,24 +96,24 @@ def test_the_worker_command_exits_2_when_the_queue_does_not_exist(test_clock_ser
 
 
 def test_the_worker_command_with_a_3_second_visibility_timeout_alone_starts_and_handles_messages(
-        sqs, make_queue, server_clock, test_clock_server, tmp_path):
-    url = make_queue()
+        worker_sqs, make_worker_queue, server_clock, test_clock_server, tmp_path):
+    url = make_worker_queue()
     env = worker_env(tmp_path, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
     proc = start_cli(env, "--queue", url.rsplit("/", 1)[1], "--endpoint", test_clock_server.endpoint,
                      "--visibility-timeout", "3")
     try:
-        send_bodies(sqs, url, ["short visibility"])
+        send_bodies(worker_sqs, url, ["short visibility"])
         wait_for(lambda: handled(tmp_path) == ["short visibility"], "the message handled")
-        wait_for(lambda: queue_counts(sqs, url) == (0, 0), "the delete")
+        wait_for(lambda: visible_and_in_flight(worker_sqs, url) == (0, 0), "the delete")
     finally:
         rc, _, err = stop_cli(proc, server_clock)
     assert rc == 0, err
 
 
 def test_the_worker_command_refuses_an_explicit_threshold_above_the_visibility_timeout_clearly(
-        make_queue, test_clock_server, tmp_path):
+        make_worker_queue, test_clock_server, tmp_path):
     env = worker_env(tmp_path, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
-    proc = start_cli(env, "--queue", make_queue().rsplit("/", 1)[1], "--endpoint", test_clock_server.endpoint,
+    proc = start_cli(env, "--queue", make_worker_queue().rsplit("/", 1)[1], "--endpoint", test_clock_server.endpoint,
                      "--visibility-timeout", "3", "--extension-threshold", "5")
     _, err = proc.communicate(timeout=WAIT_TIMEOUT_S * 2)
     assert proc.returncode == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from workerkit import WAIT_TIMEOUT_S, receive_now, wait_for
+from support.workers import WAIT_TIMEOUT_S, receive_now, wait_for
 
 from queueserver.consumer import MakeVisibleNow
 
@@ -45,18 +45,18 @@ class GroupRecorder:
         return [body for body in self.log if body.startswith(prefix)]
 
 
-def send_groups(sqs: Any, url: str, groups: dict[str, list[str]]) -> None:
+def send_groups(worker_sqs: Any, url: str, groups: dict[str, list[str]]) -> None:
     for group, bodies in groups.items():
         for body in bodies:
-            sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId=group)
+            worker_sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId=group)
 
 
 def test_the_messages_of_one_group_are_handled_one_after_another_in_order_while_groups_run_side_by_side(
-        sqs, make_queue, start_worker):
-    url = make_queue(fifo=True)
-    send_groups(sqs, url, {"A": ["a1", "a2", "a3", "a4"], "B": ["b1", "b2", "b3", "b4"]})
+        worker_sqs, make_worker_queue, start_worker):
+    url = make_worker_queue(fifo=True)
+    send_groups(worker_sqs, url, {"A": ["a1", "a2", "a3", "a4"], "B": ["b1", "b2", "b3", "b4"]})
     handler = GroupRecorder(meet=2)
-    worker = start_worker(sqs, url, handler, max_concurrency=2)
+    worker = start_worker(worker_sqs, url, handler, max_concurrency=2)
     wait_for(lambda: worker.counters.deleted == 8, "eight deletes")
     assert worker.settings.is_fifo, "detected from the .fifo suffix"
     assert handler.met.is_set(), "the two groups ran at the same time"
@@ -66,11 +66,11 @@ def test_the_messages_of_one_group_are_handled_one_after_another_in_order_while_
 
 
 def test_when_a_message_fails_the_rest_of_its_group_is_not_run_and_is_redelivered_in_order(
-        sqs, make_queue, start_worker):
-    url = make_queue(fifo=True)
-    send_groups(sqs, url, {"A": ["a1", "a2", "a3", "a4", "a5"], "B": ["b1", "b2", "b3"]})
+        worker_sqs, make_worker_queue, start_worker):
+    url = make_worker_queue(fifo=True)
+    send_groups(worker_sqs, url, {"A": ["a1", "a2", "a3", "a4", "a5"], "B": ["b1", "b2", "b3"]})
     handler = GroupRecorder(fail_once={"a3"})
-    worker = start_worker(sqs, url, handler, max_concurrency=2, failure_policy=MakeVisibleNow())
+    worker = start_worker(worker_sqs, url, handler, max_concurrency=2, failure_policy=MakeVisibleNow())
     wait_for(lambda: worker.counters.deleted == 8, "eight deletes")
     assert handler.of_group("a") == ["a1", "a2", "a3", "a3", "a4", "a5"]
     assert handler.of_group("b") == ["b1", "b2", "b3"]
@@ -79,30 +79,30 @@ def test_when_a_message_fails_the_rest_of_its_group_is_not_run_and_is_redelivere
 
 
 def test_a_failed_message_left_to_expire_holds_its_released_group_back_until_it_returns(
-        sqs, make_queue, server_clock, start_worker):
-    url = make_queue(fifo=True)
-    send_groups(sqs, url, {"G": ["m1", "m2", "m3"]})
+        worker_sqs, make_worker_queue, server_clock, start_worker):
+    url = make_worker_queue(fifo=True)
+    send_groups(worker_sqs, url, {"G": ["m1", "m2", "m3"]})
     handler = GroupRecorder(fail_once={"m1"})
-    worker = start_worker(sqs, url, handler, max_concurrency=1, max_messages=10)
+    worker = start_worker(worker_sqs, url, handler, max_concurrency=1, max_messages=10)
     wait_for(lambda: worker.counters.failed == 1 and worker.counters.released == 2,
              "the failure and the release of the rest of the group")
     assert handler.log == ["m1"]
-    assert receive_now(sqs, url) == [], "m1 is in flight, so its group waits"
+    assert receive_now(worker_sqs, url) == [], "m1 is in flight, so its group waits"
     server_clock.advance(31)
     wait_for(lambda: worker.counters.deleted == 3, "three deletes")
     assert handler.log == ["m1", "m1", "m2", "m3"]
 
 
-def test_a_shutdown_releases_the_rest_of_a_fifo_group_in_order(sqs, make_queue, start_worker):
-    url = make_queue(fifo=True)
-    send_groups(sqs, url, {"G": ["m1", "m2", "m3"]})
+def test_a_shutdown_releases_the_rest_of_a_fifo_group_in_order(worker_sqs, make_worker_queue, start_worker):
+    url = make_worker_queue(fifo=True)
+    send_groups(worker_sqs, url, {"G": ["m1", "m2", "m3"]})
     started, finish = threading.Event(), threading.Event()
 
     def handler(message: dict[str, Any]) -> None:
         started.set()
         assert finish.wait(WAIT_TIMEOUT_S)
 
-    worker = start_worker(sqs, url, handler, max_concurrency=1)
+    worker = start_worker(worker_sqs, url, handler, max_concurrency=1)
     try:
         wait_for(started.is_set, "m1's handler to start")
         wait_for(lambda: worker.counters.received == 3, "the whole group to be received")
@@ -112,4 +112,4 @@ def test_a_shutdown_releases_the_rest_of_a_fifo_group_in_order(sqs, make_queue, 
         finish.set()
     assert worker.join(timeout=WAIT_TIMEOUT_S)
     assert worker.counters.deleted == 1
-    assert [m["Body"] for m in receive_now(sqs, url)] == ["m2", "m3"]
+    assert [m["Body"] for m in receive_now(worker_sqs, url)] == ["m2", "m3"]

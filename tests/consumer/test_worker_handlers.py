@@ -6,7 +6,8 @@ import asyncio
 import threading
 from typing import Any
 
-from workerkit import WAIT_TIMEOUT_S, queue_counts, wait_for
+from support.sqs import visible_and_in_flight
+from support.workers import WAIT_TIMEOUT_S, wait_for
 
 from queueserver.consumer import MakeVisibleNow, WorkerHooks
 
@@ -31,9 +32,9 @@ class ConcurrencyGauge:
             self.running -= 1
 
 
-def test_sync_handlers_run_in_threads_up_to_max_concurrency_at_once(sqs, make_queue, start_worker):
-    url = make_queue()
-    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(6)])
+def test_sync_handlers_run_in_threads_up_to_max_concurrency_at_once(worker_sqs, make_worker_queue, start_worker):
+    url = make_worker_queue()
+    worker_sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(6)])
     gauge = ConcurrencyGauge()
     together = threading.Barrier(3, timeout=WAIT_TIMEOUT_S)  # passes only when three run at once
 
@@ -44,16 +45,16 @@ def test_sync_handlers_run_in_threads_up_to_max_concurrency_at_once(sqs, make_qu
         finally:
             gauge.leave()
 
-    worker = start_worker(sqs, url, handler, max_concurrency=3)
+    worker = start_worker(worker_sqs, url, handler, max_concurrency=3)
     wait_for(lambda: worker.counters.deleted == 6, "six deletes")
     assert gauge.highest == 3
     assert worker.counters.failed == 0
     assert all(name.startswith("queueserver-worker-handler") for name in gauge.threads)
 
 
-def test_async_handlers_run_concurrently_on_the_workers_event_loop(sqs, make_queue, start_worker):
-    url = make_queue()
-    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(6)])
+def test_async_handlers_run_concurrently_on_the_workers_event_loop(worker_sqs, make_worker_queue, start_worker):
+    url = make_worker_queue()
+    worker_sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(6)])
     gauge = ConcurrencyGauge()
     three_in: list[asyncio.Event] = []  # created on the worker's loop
 
@@ -69,19 +70,19 @@ def test_async_handlers_run_concurrently_on_the_workers_event_loop(sqs, make_que
         finally:
             gauge.leave()
 
-    worker = start_worker(sqs, url, handler, max_concurrency=3)
+    worker = start_worker(worker_sqs, url, handler, max_concurrency=3)
     wait_for(lambda: worker.counters.deleted == 6, "six deletes")
     assert gauge.highest == 3
     assert gauge.threads == {"queueserver-worker"}, "async handlers run on the worker's loop thread"
     assert worker.counters.failed == 0
 
 
-def test_the_handler_gets_the_message_as_boto3_returns_it(sqs, make_queue, start_worker):
-    url = make_queue()
-    sent = sqs.send_message(QueueUrl=url, MessageBody="hello",
+def test_the_handler_gets_the_message_as_boto3_returns_it(worker_sqs, make_worker_queue, start_worker):
+    url = make_worker_queue()
+    sent = worker_sqs.send_message(QueueUrl=url, MessageBody="hello",
                             MessageAttributes={"kind": {"DataType": "String", "StringValue": "greeting"}})
     seen: list[dict[str, Any]] = []
-    worker = start_worker(sqs, url, seen.append)
+    worker = start_worker(worker_sqs, url, seen.append)
     wait_for(lambda: worker.counters.deleted == 1, "the delete")
     (message,) = seen
     assert message["Body"] == "hello"
@@ -111,8 +112,8 @@ class Recorder(WorkerHooks):
         self.events.append(("deleted", message["Body"]))
 
 
-def test_hooks_see_each_event_and_a_hook_that_raises_costs_only_a_log_line(sqs, make_queue, start_worker):
-    url = make_queue()
+def test_hooks_see_each_event_and_a_hook_that_raises_costs_only_a_log_line(worker_sqs, make_worker_queue, start_worker):
+    url = make_worker_queue()
     hooks = Recorder()
     attempts: list[int] = []
 
@@ -121,11 +122,11 @@ def test_hooks_see_each_event_and_a_hook_that_raises_costs_only_a_log_line(sqs, 
         if len(attempts) == 1:
             raise ValueError("first attempt")
 
-    worker = start_worker(sqs, url, handler, hooks=hooks, failure_policy=MakeVisibleNow(), max_concurrency=1)
-    sqs.send_message(QueueUrl=url, MessageBody="x")
+    worker = start_worker(worker_sqs, url, handler, hooks=hooks, failure_policy=MakeVisibleNow(), max_concurrency=1)
+    worker_sqs.send_message(QueueUrl=url, MessageBody="x")
     wait_for(lambda: worker.counters.deleted == 1, "the delete")
     assert hooks.events == [("received", "x"), ("failed", "x: first attempt"), ("received", "x"),
                             ("succeeded", "x"), ("deleted", "x")]
     counters = worker.counters
     assert (counters.received, counters.failed, counters.succeeded, counters.deleted) == (2, 1, 1, 1)
-    assert queue_counts(sqs, url) == (0, 0)
+    assert visible_and_in_flight(worker_sqs, url) == (0, 0)

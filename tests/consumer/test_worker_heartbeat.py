@@ -11,7 +11,8 @@ import threading
 import time
 from typing import Any
 
-from workerkit import WAIT_TIMEOUT_S, queue_counts, queue_factory, receive_now, wait_for
+from support.sqs import visible_and_in_flight
+from support.workers import WAIT_TIMEOUT_S, queue_factory, receive_now, wait_for
 
 from queueserver.consumer import WorkerHooks
 
@@ -34,34 +35,34 @@ class BlockingHandler:
 
 
 def test_a_handler_running_three_times_the_visibility_timeout_is_never_seen_by_a_second_consumer(
-        sqs, make_queue, lockstep, start_worker):
-    url = make_queue()
-    sqs.send_message(QueueUrl=url, MessageBody="long job")
+        worker_sqs, make_worker_queue, lockstep, start_worker):
+    url = make_worker_queue()
+    worker_sqs.send_message(QueueUrl=url, MessageBody="long job")
     handler = BlockingHandler()
-    worker = start_worker(sqs, url, handler, clock=lockstep, visibility_timeout=30)
+    worker = start_worker(worker_sqs, url, handler, clock=lockstep, visibility_timeout=30)
     try:
         wait_for(handler.started.is_set, "the handler to start")
         for _ in range(23):  # 23 x 4 s = 92 s, over three visibility timeouts
             rounds = worker.counters.heartbeats
             lockstep.advance_both(4)
             wait_for(lambda: worker.counters.heartbeats > rounds, "a heartbeat round")  # noqa: B023
-            assert receive_now(sqs, url) == [], "a second consumer saw the message while its handler ran"
+            assert receive_now(worker_sqs, url) == [], "a second consumer saw the message while its handler ran"
     finally:
         handler.finish.set()
     wait_for(lambda: worker.counters.deleted == 1, "the delete")
     assert worker.counters.extended == 3  # at 28, 56 and 84 s: each time less than 5 s was left
     assert worker.counters.lost == 0
     lockstep.advance_both(120)
-    assert receive_now(sqs, url) == []
+    assert receive_now(worker_sqs, url) == []
     assert handler.count == 1
 
 
 def test_with_the_heartbeat_off_a_long_handlers_message_reappears_when_its_visibility_ends(
-        sqs, make_queue, lockstep, start_worker):
-    url = make_queue()
-    sqs.send_message(QueueUrl=url, MessageBody="long job")
+        worker_sqs, make_worker_queue, lockstep, start_worker):
+    url = make_worker_queue()
+    worker_sqs.send_message(QueueUrl=url, MessageBody="long job")
     handler = BlockingHandler()
-    worker = start_worker(sqs, url, handler, clock=lockstep, visibility_timeout=30, heartbeat_interval=0,
+    worker = start_worker(worker_sqs, url, handler, clock=lockstep, visibility_timeout=30, heartbeat_interval=0,
                           max_concurrency=1)  # holding one message, the worker does not compete with the test
     try:
         wait_for(handler.started.is_set, "the handler to start")
@@ -69,7 +70,7 @@ def test_with_the_heartbeat_off_a_long_handlers_message_reappears_when_its_visib
         while elapsed < 92 and seen_at is None:
             lockstep.advance_both(4)
             elapsed += 4
-            if receive_now(sqs, url, VisibilityTimeout=600):
+            if receive_now(worker_sqs, url, VisibilityTimeout=600):
                 seen_at = elapsed
     finally:
         handler.finish.set()
@@ -127,15 +128,15 @@ class LostRecorder(WorkerHooks):
 
 
 def test_a_message_whose_receipt_handle_became_invalid_is_dropped_from_tracking_and_reported(
-        sqs, make_queue, lockstep, server_clock, start_worker):
-    url = make_queue()
-    message_id = sqs.send_message(QueueUrl=url, MessageBody="contested")["MessageId"]
+        worker_sqs, make_worker_queue, lockstep, server_clock, start_worker):
+    url = make_worker_queue()
+    message_id = worker_sqs.send_message(QueueUrl=url, MessageBody="contested")["MessageId"]
     handler, hooks = BlockingHandler(), LostRecorder()
-    worker = start_worker(sqs, url, handler, clock=lockstep, hooks=hooks, max_concurrency=1)
+    worker = start_worker(worker_sqs, url, handler, clock=lockstep, hooks=hooks, max_concurrency=1)
     try:
         wait_for(handler.started.is_set, "the handler to start")
         server_clock.advance(31)  # only the server's clock: the worker believes it still has time
-        (taken,) = receive_now(sqs, url, MaxNumberOfMessages=1, VisibilityTimeout=600)  # the handle rotates
+        (taken,) = receive_now(worker_sqs, url, MaxNumberOfMessages=1, VisibilityTimeout=600)  # the handle rotates
         assert taken["MessageId"] == message_id
         lockstep.advance(26)  # the worker's clock: 4 s left by its count, so it tries to extend
         wait_for(lambda: worker.counters.lost == 1, "the message to be reported lost")
@@ -148,15 +149,15 @@ def test_a_message_whose_receipt_handle_became_invalid_is_dropped_from_tracking_
     finally:
         handler.finish.set()
     wait_for(lambda: worker.counters.succeeded == 1, "the handler to finish")
-    assert queue_counts(sqs, url) == (0, 1), "the second consumer's copy is untouched"
+    assert visible_and_in_flight(worker_sqs, url) == (0, 1), "the second consumer's copy is untouched"
 
 
 def test_the_heartbeat_never_extends_a_message_past_the_twelve_hour_limit(
-        sqs, make_queue, lockstep, server_clock, start_worker):
-    url = make_queue()
-    sqs.send_message(QueueUrl=url, MessageBody="a very long job")
+        worker_sqs, make_worker_queue, lockstep, server_clock, start_worker):
+    url = make_worker_queue()
+    worker_sqs.send_message(QueueUrl=url, MessageBody="a very long job")
     handler, hooks = BlockingHandler(), LostRecorder()
-    worker = start_worker(sqs, url, handler, clock=lockstep, hooks=hooks, visibility_timeout=43_000,
+    worker = start_worker(worker_sqs, url, handler, clock=lockstep, hooks=hooks, visibility_timeout=43_000,
                           max_concurrency=1)
     try:
         wait_for(handler.started.is_set, "the handler to start")
@@ -171,23 +172,23 @@ def test_the_heartbeat_never_extends_a_message_past_the_twelve_hour_limit(
         assert worker.counters.lost == 1
         assert "12-hour" in hooks.lost[0][1]
         assert worker.counters.errors == 0, "no request SQS would refuse was sent"
-        assert receive_now(sqs, url) == [], "the last extension still runs"
+        assert receive_now(worker_sqs, url) == [], "the last extension still runs"
         server_clock.advance(6)  # 43,200 s: the 12 hours are over
-        assert len(receive_now(sqs, url)) == 1
+        assert len(receive_now(worker_sqs, url)) == 1
     finally:
         handler.finish.set()
 
 
 def test_extensions_go_out_ten_per_change_message_visibility_batch_call(
-        sqs, make_queue, lockstep, start_worker):
-    url = make_queue()
-    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(10)])
-    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"n{i}"} for i in range(2)])
+        worker_sqs, make_worker_queue, lockstep, start_worker):
+    url = make_worker_queue()
+    worker_sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(10)])
+    worker_sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"n{i}"} for i in range(2)])
     batches: list[int] = []
-    sqs.meta.events.register("before-parameter-build.sqs.ChangeMessageVisibilityBatch",
+    worker_sqs.meta.events.register("before-parameter-build.sqs.ChangeMessageVisibilityBatch",
                              lambda params, **_: batches.append(len(params["Entries"])))
     handler = BlockingHandler()
-    worker = start_worker(sqs, url, handler, clock=lockstep, max_concurrency=12)
+    worker = start_worker(worker_sqs, url, handler, clock=lockstep, max_concurrency=12)
     try:
         wait_for(lambda: handler.count == 12, "twelve handlers to start")
         rounds = worker.counters.heartbeats

@@ -10,19 +10,14 @@ import asyncio
 import threading
 from typing import Any
 
-from workerkit import (
-    WAIT_TIMEOUT_S,
-    ThreadSafeManualClock,
-    queue_counts,
-    receive_now,
-    wait_for,
-)
+from support.sqs import visible_and_in_flight
+from support.workers import WAIT_TIMEOUT_S, ThreadSafeManualClock, receive_now, wait_for
 
 
 def test_a_stop_releases_prefetched_messages_so_another_consumer_gets_them_at_once(
-        sqs, make_queue, start_worker):
-    url = make_queue()
-    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(5)])
+        worker_sqs, make_worker_queue, start_worker):
+    url = make_worker_queue()
+    worker_sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(5)])
     started, finish = threading.Event(), threading.Event()
     handled: list[str] = []
 
@@ -31,46 +26,46 @@ def test_a_stop_releases_prefetched_messages_so_another_consumer_gets_them_at_on
         started.set()
         assert finish.wait(WAIT_TIMEOUT_S)
 
-    worker = start_worker(sqs, url, handler, max_concurrency=1, prefetch=4, max_messages=5)
+    worker = start_worker(worker_sqs, url, handler, max_concurrency=1, prefetch=4, max_messages=5)
     try:
         wait_for(started.is_set, "the first handler to start")
         wait_for(lambda: worker.counters.received == 5, "five messages received")
         worker.stop()
         wait_for(lambda: worker.counters.released == 4, "the four prefetched messages to be released")
-        others = receive_now(sqs, url)
+        others = receive_now(worker_sqs, url)
         assert sorted(m["Body"] for m in others) == sorted({f"m{i}" for i in range(5)} - set(handled))
     finally:
         finish.set()
     assert worker.join(timeout=WAIT_TIMEOUT_S)
     assert (worker.counters.succeeded, worker.counters.deleted, worker.counters.released) == (1, 1, 4)
     assert len(handled) == 1
-    assert queue_counts(sqs, url) == (0, 4), "only the other consumer's four remain"
+    assert visible_and_in_flight(worker_sqs, url) == (0, 4), "only the other consumer's four remain"
 
 
 def test_a_handler_running_at_a_stop_finishes_within_the_grace_period_and_its_message_is_deleted(
-        sqs, make_queue, start_worker):
-    url = make_queue()
-    sqs.send_message(QueueUrl=url, MessageBody="in progress")
+        worker_sqs, make_worker_queue, start_worker):
+    url = make_worker_queue()
+    worker_sqs.send_message(QueueUrl=url, MessageBody="in progress")
     started, finish = threading.Event(), threading.Event()
 
     def handler(message: dict[str, Any]) -> None:
         started.set()
         assert finish.wait(WAIT_TIMEOUT_S)
 
-    worker = start_worker(sqs, url, handler)
+    worker = start_worker(worker_sqs, url, handler)
     wait_for(started.is_set, "the handler to start")
     worker.stop()
     assert not worker.join(timeout=0.2), "the worker waits for its running handler"
     finish.set()
     assert worker.join(timeout=WAIT_TIMEOUT_S)
     assert (worker.counters.succeeded, worker.counters.deleted, worker.counters.abandoned) == (1, 1, 0)
-    assert queue_counts(sqs, url) == (0, 0)
+    assert visible_and_in_flight(worker_sqs, url) == (0, 0)
 
 
 def test_an_async_handler_still_running_after_the_grace_period_is_cancelled_and_its_message_released(
-        sqs, make_queue, start_worker):
-    url = make_queue()
-    sqs.send_message(QueueUrl=url, MessageBody="too slow")
+        worker_sqs, make_worker_queue, start_worker):
+    url = make_worker_queue()
+    worker_sqs.send_message(QueueUrl=url, MessageBody="too slow")
     started = threading.Event()
     cancelled = threading.Event()
 
@@ -84,7 +79,7 @@ def test_an_async_handler_still_running_after_the_grace_period_is_cancelled_and_
 
     clock = ThreadSafeManualClock()
     # One slot, taken: no long poll is in flight to snatch the released message back.
-    worker = start_worker(sqs, url, handler, clock=clock, shutdown_grace_period=10, max_concurrency=1)
+    worker = start_worker(worker_sqs, url, handler, clock=clock, shutdown_grace_period=10, max_concurrency=1)
     wait_for(started.is_set, "the handler to start")
     worker.stop()
 
@@ -96,13 +91,13 @@ def test_an_async_handler_still_running_after_the_grace_period_is_cancelled_and_
     assert worker.join(timeout=WAIT_TIMEOUT_S)
     assert cancelled.is_set()
     assert worker.counters.released == 1
-    assert [m["Body"] for m in receive_now(sqs, url)] == ["too slow"]
+    assert [m["Body"] for m in receive_now(worker_sqs, url)] == ["too slow"]
 
 
 def test_a_sync_handler_stuck_past_the_grace_period_does_not_keep_the_worker_or_its_message(
-        sqs, make_queue, start_worker):
-    url = make_queue()
-    sqs.send_message(QueueUrl=url, MessageBody="stuck")
+        worker_sqs, make_worker_queue, start_worker):
+    url = make_worker_queue()
+    worker_sqs.send_message(QueueUrl=url, MessageBody="stuck")
     started, finish = threading.Event(), threading.Event()
 
     def handler(message: dict[str, Any]) -> None:
@@ -110,7 +105,7 @@ def test_a_sync_handler_stuck_past_the_grace_period_does_not_keep_the_worker_or_
         finish.wait(WAIT_TIMEOUT_S)
 
     clock = ThreadSafeManualClock()
-    worker = start_worker(sqs, url, handler, clock=clock, shutdown_grace_period=10, max_concurrency=1)
+    worker = start_worker(worker_sqs, url, handler, clock=clock, shutdown_grace_period=10, max_concurrency=1)
     try:
         wait_for(started.is_set, "the handler to start")
         worker.stop()
@@ -122,34 +117,34 @@ def test_a_sync_handler_stuck_past_the_grace_period_does_not_keep_the_worker_or_
         wait_for(grace_over, "the grace period to end")
         assert worker.join(timeout=WAIT_TIMEOUT_S), "the worker returned while its handler's thread runs on"
         assert worker.counters.released == 1
-        assert [m["Body"] for m in receive_now(sqs, url)] == ["stuck"]
+        assert [m["Body"] for m in receive_now(worker_sqs, url)] == ["stuck"]
     finally:
         finish.set()
 
 
-def test_messages_returned_by_the_receive_in_flight_at_a_stop_are_released(sqs, make_queue, start_worker):
-    url = make_queue()
+def test_messages_returned_by_the_receive_in_flight_at_a_stop_are_released(worker_sqs, make_worker_queue, start_worker):
+    url = make_worker_queue()
     receiving = threading.Event()
-    sqs.meta.events.register("before-send.sqs.ReceiveMessage", lambda **_: receiving.set())
+    worker_sqs.meta.events.register("before-send.sqs.ReceiveMessage", lambda **_: receiving.set())
     handled: list[str] = []
-    worker = start_worker(sqs, url, lambda message: handled.append(message["Body"]), wait_time_seconds=20)
+    worker = start_worker(worker_sqs, url, lambda message: handled.append(message["Body"]), wait_time_seconds=20)
     wait_for(receiving.is_set, "the worker's long poll")
     worker.stop()  # the long poll cannot be cancelled: whatever it returns must be released
-    sqs.send_message(QueueUrl=url, MessageBody="arrived during the stop")
+    worker_sqs.send_message(QueueUrl=url, MessageBody="arrived during the stop")
     assert worker.join(timeout=WAIT_TIMEOUT_S)
     assert handled == []
     assert worker.counters.received == worker.counters.released
-    assert [m["Body"] for m in receive_now(sqs, url)] == ["arrived during the stop"]
+    assert [m["Body"] for m in receive_now(worker_sqs, url)] == ["arrived during the stop"]
 
 
-def test_a_worker_stopped_before_it_starts_receives_nothing(sqs, make_queue):
+def test_a_worker_stopped_before_it_starts_receives_nothing(worker_sqs, make_worker_queue):
     from queueserver.consumer import Worker
 
-    url = make_queue()
-    sqs.send_message(QueueUrl=url, MessageBody="untouched")
-    worker = Worker(sqs, url, lambda message: None)
+    url = make_worker_queue()
+    worker_sqs.send_message(QueueUrl=url, MessageBody="untouched")
+    worker = Worker(worker_sqs, url, lambda message: None)
     worker.stop()
     worker.start()
     assert worker.join(timeout=WAIT_TIMEOUT_S)
     assert worker.counters.received == 0
-    assert queue_counts(sqs, url) == (1, 0)
+    assert visible_and_in_flight(worker_sqs, url) == (1, 0)

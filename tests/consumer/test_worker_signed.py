@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from auth_kit import JOBS_QUEUE, signed_client, write_credentials
-from serverkit import start
-from workerkit import WAIT_TIMEOUT_S, queue_counts, wait_for
+from support.auth import JOBS_QUEUE, signed_client, write_credentials
+from support.server import start
+from support.sqs import visible_and_in_flight
+from support.workers import WAIT_TIMEOUT_S, wait_for
 
 from queueserver.consumer import Worker
 
@@ -32,6 +33,6 @@ def test_a_worker_with_a_key_limited_to_its_queue_consumes_it(tmp_path):
             assert worker.join(timeout=WAIT_TIMEOUT_S), "the worker did not stop"
         assert sorted(seen) == [f"job {i}" for i in range(5)]
         assert worker.counters.failed == 0
-        assert queue_counts(alice, url) == (0, 0)
+        assert visible_and_in_flight(alice, url) == (0, 0)
     finally:
         assert server.stop() == 0

@@ -8,39 +8,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-CRASH_DIR = Path(__file__).resolve().parent
-if str(CRASH_DIR) not in sys.path:  # crashkit and faultkit, whatever the import mode (serverproc: tests/conftest.py)
-    sys.path.insert(0, str(CRASH_DIR))
-
-from serverproc import Server, make_client, sh, start_server
-
-
-class Servers:
-    """Starts queueserver processes and kills whatever is still running at teardown.
-
-    Their stderr logs go to `log_dir`, on the ordinary disk, so that a log line about a
-    full or read-only filesystem is not lost on that very filesystem.
-    """
-
-    def __init__(self, log_dir: Path) -> None:
-        self.started: list[Server] = []
-        self.log_dir = log_dir
-
-    def start(self, db_path: str | os.PathLike[str], *extra_args: str) -> Server:
-        server = start_server(db_path, *extra_args, log_dir=self.log_dir)
-        self.started.append(server)
-        return server
-
-    def kill_all(self) -> None:
-        for server in self.started:
-            server.ensure_dead()
+from support.clients import never_retrying_client
+from support.server import Servers, sh
 
 
 @pytest.fixture
@@ -125,7 +99,7 @@ def sqs_client() -> Any:
     """sqs_client(endpoint, read_timeout=20) -> a boto3 client that never retries."""
 
     def factory(endpoint: str, read_timeout: float = 20) -> Any:
-        return make_client(endpoint, read_timeout=read_timeout)
+        return never_retrying_client(endpoint, read_timeout=read_timeout)
 
     return factory
 
@@ -138,9 +112,9 @@ def as_root() -> None:
 
 @pytest.fixture
 def powercut(tmp_path: Path, servers: Servers) -> Iterator[Any]:
-    """A powercut_fs.py mount at tmp_path/mnt over tmp_path/disk (see powerkit); gone at teardown."""
+    """A powercut_fs.py mount at tmp_path/mnt over tmp_path/disk (see support/powercut.py); gone at teardown."""
     require_root()
-    from powerkit import PowerCutMount
+    from support.powercut import PowerCutMount
 
     fs = PowerCutMount(tmp_path / "disk", tmp_path / "mnt", servers.log_dir)
     fs.mount()

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faultkit import QUEUE, Tally, drain, new_server
-from serverproc import run_queueserver
+from support.faults import QUEUE, Tally, drain, new_server
+from support.server import run_queueserver
 
 pytestmark = pytest.mark.server_process
 

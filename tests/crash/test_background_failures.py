@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from faultkit import wait_for_log
-from serverproc import advance_clock
+from support.faults import wait_for_log
+from support.server import advance_clock
 
 pytestmark = pytest.mark.server_process
 

@@ -18,7 +18,9 @@ import threading
 import pytest
 from crashkit import ACKED, REFUSED, UNKNOWN, Ledger, crash_run, verify
 from crashledger import classify
-from serverproc import ResponseCutShort, make_client, run_queueserver
+from support.clients import ResponseCutShort, never_retrying_client
+from support.faults import assert_acknowledged_work_survived
+from support.server import run_queueserver
 
 pytestmark = pytest.mark.server_process
 
@@ -38,13 +40,7 @@ def test_acknowledged_work_survives_repeated_sigkills_under_concurrent_load(tmp_
     assert figures.calls.get("SendMessage:unknown", 0) + figures.calls.get("SendMessageBatch:unknown", 0) \
         + figures.calls.get("DeleteMessage:unknown", 0) + figures.calls.get("ReceiveMessage:unknown", 0) > 0, \
         f"no kill landed while a request was under way: the test proved little\n{report}"
-    assert not figures.lost, f"acknowledged sends were lost\n{report}"
-    assert not figures.resurrected, f"messages came back after an acknowledged delete\n{report}"
-    assert not figures.count_regressions, f"a receive count went down\n{report}"
-    assert not figures.counts_not_increased, f"an acknowledged receive was forgotten\n{report}"
-    assert not figures.wrong_ids, report
-    assert not figures.phantoms, report
-    assert figures.integrity == "ok", report
+    assert_acknowledged_work_survived(figures)
     # A visibility change that reaches the server just as the message's window closes is
     # rightly refused; any other refusal (or a 5xx) means the server failed a good call.
     unexpected = {k: v for k, v in figures.errors.items() if not (
@@ -142,7 +138,7 @@ def test_a_response_cut_short_by_a_kill_counts_as_unknown_not_as_an_empty_succes
     endpoint = f"http://127.0.0.1:{listener.getsockname()[1]}"
     try:
         with pytest.raises(ResponseCutShort) as cut:
-            make_client(endpoint).delete_message_batch(
+            never_retrying_client(endpoint).delete_message_batch(
                 QueueUrl=f"{endpoint}/000000000000/q", Entries=[{"Id": "a", "ReceiptHandle": "h"}])
     finally:
         server.join(5)

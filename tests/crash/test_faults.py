@@ -24,17 +24,16 @@ import time
 from pathlib import Path
 
 import pytest
-from faultkit import (
+from support.faults import (
     Tally,
-    assert_nothing_acknowledged_lost,
     assert_raw_503,
     assert_service_unavailable,
-    drain,
     new_server,
     restart_and_check,
+    start_again_and_check,
     wait_for_log,
 )
-from serverproc import integrity, sh
+from support.server import integrity, sh
 
 pytestmark = pytest.mark.server_process
 
@@ -82,8 +81,7 @@ def test_a_full_disk_answers_503_logs_it_and_recovers_when_space_is_freed(server
     mounts.remount(point, "size=64m")
     assert tally.send(client, url, size=8192) is None, "a send fails after space was freed"
     wait_for_log(server, "storage recovered")
-    for _ in range(20):
-        assert tally.send(client, url, size=8192) is None
+    tally.send_acknowledged(client, url, 20, size=8192)
     restart_and_check(servers, server, db, sqs_client, tally)
 
 
@@ -99,8 +97,7 @@ def test_a_filesystem_that_turns_read_only_under_the_server_gets_503s_and_loses_
     db = point / "queue.db"
     server, client, url = new_server(servers, db, sqs_client)
     tally = Tally()
-    for _ in range(30):
-        assert tally.send(client, url, size=1000) is None
+    tally.send_acknowledged(client, url, 30, size=1000)
     received = client.receive_message(QueueUrl=url, MaxNumberOfMessages=5, VisibilityTimeout=600)["Messages"]
     deleted = set()
     for m in received[:3]:
@@ -126,10 +123,7 @@ def test_a_filesystem_that_turns_read_only_under_the_server_gets_503s_and_loses_
     sh("mount", "-o", "loop,errors=remount-ro", str(image), str(point))
     mounts.points.append(point)
     assert integrity(db) == "ok"
-    again = servers.start(db, "--test-clock")
-    drained = drain(again, sqs_client(again.endpoint))
-    assert_nothing_acknowledged_lost(tally, drained, deleted)
-    assert again.stop() == 0
+    start_again_and_check(servers, db, sqs_client, tally, deleted)
 
 
 # --- a deleted database file ---------------------------------------------------------
@@ -140,8 +134,7 @@ def test_a_database_file_deleted_while_serving_is_written_back_and_nothing_is_lo
     db = tmp_path / "queue.db"
     server, client, url = new_server(servers, db, sqs_client)
     tally = Tally()
-    for _ in range(50):
-        assert tally.send(client, url, size=200) is None
+    tally.send_acknowledged(client, url, 50, size=200)
     received = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=600)["Messages"]
     deleted = set()
     for m in received[:5]:
@@ -151,8 +144,7 @@ def test_a_database_file_deleted_while_serving_is_written_back_and_nothing_is_lo
 
     os.remove(db)  # the file only; the -wal and -shm stay
 
-    for _ in range(50):
-        assert tally.send(client, url, size=200) is None, "sends fail after the file was deleted"
+    tally.send_acknowledged(client, url, 50, size=200, why="sends fail after the file was deleted")
     log = wait_for_log(server, "was deleted while the server ran")
     assert str(db) in log
     wait_for_log(server, "is restored")  # the write-back runs on the database thread, after that line
@@ -168,8 +160,7 @@ def test_a_database_file_deleted_while_the_server_is_idle_is_written_back_before
     db = tmp_path / "queue.db"
     server, client, url = new_server(servers, db, sqs_client)
     tally = Tally()
-    for _ in range(20):
-        assert tally.send(client, url) is None
+    tally.send_acknowledged(client, url, 20)
 
     os.remove(db)  # and no request comes in
     deadline = time.monotonic() + 10
@@ -179,10 +170,7 @@ def test_a_database_file_deleted_while_the_server_is_idle_is_written_back_before
                          "a SIGKILL now would lose every acknowledged message")
     wait_for_log(server, "was deleted while the server ran")
     server.kill()
-    again = servers.start(db, "--test-clock")
-    drained = drain(again, sqs_client(again.endpoint))
-    assert_nothing_acknowledged_lost(tally, drained)
-    assert again.stop() == 0
+    start_again_and_check(servers, db, sqs_client, tally)
 
 
 # --- a database locked by another process -----------------------------------------------
@@ -192,8 +180,7 @@ def test_a_database_locked_by_another_process_answers_503_then_recovers(servers,
     db = tmp_path / "queue.db"
     server, client, url = new_server(servers, db, sqs_client)
     tally = Tally()
-    for _ in range(20):
-        assert tally.send(client, url) is None
+    tally.send_acknowledged(client, url, 20)
 
     intruder = sqlite3.connect(db, timeout=10, isolation_level=None)
     try:
@@ -213,6 +200,5 @@ def test_a_database_locked_by_another_process_answers_503_then_recovers(servers,
 
     assert tally.send(client, url) is None, "a send fails after the lock was released"
     wait_for_log(server, "storage recovered")
-    for _ in range(10):
-        assert tally.send(client, url) is None
+    tally.send_acknowledged(client, url, 10)
     restart_and_check(servers, server, db, sqs_client, tally)

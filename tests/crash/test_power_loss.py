@@ -21,10 +21,17 @@ from __future__ import annotations
 import os
 
 import pytest
-from faultkit import Tally, assert_nothing_acknowledged_lost, assert_service_unavailable, drain, new_server, \
-    refuse_to_serve, wait_for_log
-from powerkit import power_run
-from serverproc import integrity
+from support.faults import (
+    Tally,
+    assert_acknowledged_work_survived,
+    assert_service_unavailable,
+    new_server,
+    refuse_to_serve,
+    start_again_and_check,
+    wait_for_log,
+)
+from support.powercut import power_run
+from support.server import integrity
 
 pytestmark = pytest.mark.server_process
 
@@ -40,13 +47,7 @@ def test_acknowledged_work_survives_repeated_power_cuts_under_concurrent_load(tm
     assert figures.acked_sends > 1000, f"the load was too light to mean anything\n{report}"
     assert figures.acked_deletes > 500, report
     assert figures.drained > 0, f"some messages must still be in the queue at the end\n{report}"
-    assert not figures.lost, f"acknowledged sends were lost\n{report}"
-    assert not figures.resurrected, f"messages came back after an acknowledged delete\n{report}"
-    assert not figures.count_regressions, f"a receive count went down\n{report}"
-    assert not figures.counts_not_increased, f"an acknowledged receive was forgotten\n{report}"
-    assert not figures.wrong_ids, report
-    assert not figures.phantoms, report
-    assert figures.integrity == "ok", report
+    assert_acknowledged_work_survived(figures)
 
 
 def test_the_power_cut_layer_loses_acknowledged_sends_when_the_disk_ignores_syncs(tmp_path, as_root):
@@ -63,8 +64,7 @@ def test_a_failed_fsync_refuses_every_request_until_a_restart_and_what_was_ackno
     db = powercut.point / "queue.db"
     server, client, url = new_server(servers, db, sqs_client)
     tally = Tally()
-    for _ in range(20):
-        assert tally.send(client, url, size=500) is None
+    tally.send_acknowledged(client, url, 20, size=500)
 
     powercut.command(f"fail fsync queue.db-wal {errno_name}")
     failure = tally.send(client, url)
@@ -83,10 +83,7 @@ def test_a_failed_fsync_refuses_every_request_until_a_restart_and_what_was_ackno
 
     powercut.cut(server)
     powercut.mount()
-    again = servers.start(db, "--test-clock")
-    drained = drain(again, sqs_client(again.endpoint))
-    assert_nothing_acknowledged_lost(tally, drained)
-    assert again.stop() == 0
+    start_again_and_check(servers, db, sqs_client, tally)
     assert integrity(db) == "ok"
 
 
@@ -97,8 +94,7 @@ def test_a_failed_write_back_of_a_deleted_database_answers_503_and_serves_again_
     db = powercut.point / "queue.db"
     server, client, url = new_server(servers, db, sqs_client)
     tally = Tally()
-    for _ in range(20):
-        assert tally.send(client, url, size=500) is None
+    tally.send_acknowledged(client, url, 20, size=500)
 
     powercut.command(f"fail {fault} EIO")
     os.remove(db)
@@ -110,16 +106,12 @@ def test_a_failed_write_back_of_a_deleted_database_answers_503_and_serves_again_
 
     powercut.command("clear")
     wait_for_log(server, "is restored")
-    for _ in range(10):
-        assert tally.send(client, url, size=500) is None, "requests fail after the write-back succeeded"
+    tally.send_acknowledged(client, url, 10, size=500, why="requests fail after the write-back succeeded")
     assert db.exists()
 
     powercut.cut(server)  # the written-back file, and what came after, must be on disk
     powercut.mount()
-    again = servers.start(db, "--test-clock")
-    drained = drain(again, sqs_client(again.endpoint))
-    assert_nothing_acknowledged_lost(tally, drained)
-    assert again.stop() == 0
+    start_again_and_check(servers, db, sqs_client, tally)
     assert integrity(db) == "ok"
 
 

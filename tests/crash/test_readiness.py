@@ -13,8 +13,8 @@ import threading
 import time
 
 import pytest
-from faultkit import Tally, assert_service_unavailable, new_server
-from metricskit import health, scrape, wait_for
+from support.faults import Tally, assert_service_unavailable, new_server
+from support.metrics import health, scrape, wait_for
 
 pytestmark = pytest.mark.server_process
 

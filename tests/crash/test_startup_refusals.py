@@ -12,15 +12,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from faultkit import (
+from support.faults import (
     Tally,
-    assert_nothing_acknowledged_lost,
-    drain,
     new_server,
     refuse_to_serve,
     restart_and_check,
+    start_again_and_check,
 )
-from serverproc import run_queueserver
+from support.server import run_queueserver
 
 pytestmark = pytest.mark.server_process
 
@@ -31,8 +30,7 @@ def test_a_read_only_database_refuses_to_start_and_serves_again_once_writable(se
     db = point / "queue.db"
     server, client, url = new_server(servers, db, sqs_client)
     tally = Tally()
-    for _ in range(20):
-        assert tally.send(client, url) is None
+    tally.send_acknowledged(client, url, 20)
     if how == "stopped":
         assert server.stop() == 0
     else:
@@ -45,18 +43,14 @@ def test_a_read_only_database_refuses_to_start_and_serves_again_once_writable(se
     assert "writable" in line, f"the message does not say what to do: {line}"
 
     mounts.remount(point, "rw")
-    again = servers.start(db, "--test-clock")
-    drained = drain(again, sqs_client(again.endpoint))
-    assert_nothing_acknowledged_lost(tally, drained)
-    assert again.stop() == 0
+    start_again_and_check(servers, db, sqs_client, tally)
 
 
 def test_a_second_server_on_the_same_file_refuses_to_start(servers, tmp_path, sqs_client):
     db = tmp_path / "queue.db"
     server, client, url = new_server(servers, db, sqs_client)
     tally = Tally()
-    for _ in range(10):
-        assert tally.send(client, url) is None
+    tally.send_acknowledged(client, url, 10)
 
     result = refuse_to_serve(db)
     assert "another queueserver is already serving" in result.stderr, result.stderr

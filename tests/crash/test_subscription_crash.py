@@ -16,8 +16,10 @@ from urllib.parse import urlsplit
 
 import pytest
 from botocore.exceptions import BotoCoreError, ClientError
-from serverproc import integrity, make_client
-from sqs_testkit import raw_json_call
+from support.clients import never_retrying_client
+from support.server import integrity
+from support.sqs import receive_and_delete_all
+from support.wire import raw_json_call
 
 pytestmark = pytest.mark.server_process
 
@@ -28,7 +30,7 @@ SENDERS = 3
 
 def _send_until_dead(endpoint: str, queue_path: str, acked: set[str], tag: str) -> threading.Thread:
     def send(index: int) -> None:
-        client = make_client(endpoint)
+        client = never_retrying_client(endpoint)
         n = 0
         while True:
             body = f"{tag}-{index}-{n}"
@@ -48,12 +50,7 @@ def _send_until_dead(endpoint: str, queue_path: str, acked: set[str], tag: str) 
 
 
 def _drain(client: Any, url: str) -> list[str]:
-    bodies: list[str] = []
-    while messages := client.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        bodies += [m["Body"] for m in messages]
-        client.delete_message_batch(QueueUrl=url, Entries=[
-            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)])
-    return bodies
+    return [m["Body"] for m in receive_and_delete_all(client, url)]
 
 
 def _rows(db: Path, table: str) -> int:
@@ -64,7 +61,7 @@ def _rows(db: Path, table: str) -> int:
 def test_every_acknowledged_send_reaches_every_subscription_across_sigkills(tmp_path: Path, servers: Any) -> None:
     db = tmp_path / "queueserver.db"
     server = servers.start(db)
-    client = make_client(server.endpoint)
+    client = never_retrying_client(server.endpoint)
     queue_path = urlsplit(client.create_queue(QueueName="orders")["QueueUrl"]).path
     paths = [queue_path]
     for name in ("billing", "audit"):
@@ -83,7 +80,7 @@ def test_every_acknowledged_send_reaches_every_subscription_across_sigkills(tmp_
         server = servers.start(db)
     assert len(acked) >= ACKED_BEFORE_KILL * KILLS
 
-    client = make_client(server.endpoint)
+    client = never_retrying_client(server.endpoint)
     drained = {path: _drain(client, server.endpoint + path) for path in paths}
     first = sorted(drained[queue_path])
     for path, bodies in drained.items():

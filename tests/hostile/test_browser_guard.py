@@ -9,8 +9,9 @@ import urllib.request
 from typing import Any
 
 import pytest
-from sqs_testkit import RawResponse, unique_queue_name
-from wirekit import error_code
+from support.sqs import unique_queue_name
+from support.wire import RawResponse
+from support.wire import error_code
 
 pytestmark = pytest.mark.server_process
 
@@ -19,7 +20,7 @@ ALLOWED = "https://app.example.com"
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from conftest import start_server
+    from support.server import start_server
 
     db = tmp_path_factory.mktemp("browsers") / "browsers.db"
     proc = start_server(db, "--allow-origin", ALLOWED, "--allow-host", "127.0.0.1,localhost")

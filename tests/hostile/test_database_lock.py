@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from serverproc import run_queueserver, try_serve
+from support.server import run_queueserver, try_serve
 
 pytestmark = pytest.mark.server_process
 

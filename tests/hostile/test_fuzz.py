@@ -16,7 +16,8 @@ from urllib.parse import quote
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqs_testkit import raw_json_call, raw_request, unique_queue_name
+from support.sqs import unique_queue_name
+from support.wire import raw_json_call, raw_request
 
 pytestmark = pytest.mark.server_process
 
@@ -51,7 +52,7 @@ _numbers = st.one_of(st.integers(min_value=-(10**30), max_value=10**30), st.floa
 
 @pytest.fixture(scope="module")
 def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from conftest import start_server
+    from support.server import start_server
 
     db = tmp_path_factory.mktemp("fuzz") / "fuzz.db"
     proc = start_server(db, "--test-clock")

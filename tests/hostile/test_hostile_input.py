@@ -7,8 +7,9 @@ import json
 from typing import Any
 
 import pytest
-from sqs_testkit import raw_json_call, raw_request, unique_queue_name
-from wirekit import call_json, call_query, error_code
+from support.sqs import unique_queue_name
+from support.wire import call_json, call_query, error_code
+from support.wire import raw_json_call, raw_request
 
 SURROGATE = "\ud800"
 

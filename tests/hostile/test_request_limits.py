@@ -10,8 +10,10 @@ import threading
 from typing import Any
 
 import pytest
-from netkit import answered, connect, memory_kib, open_descriptors, read_until_closed, status_of, wait_until
-from sqs_testkit import raw_json_call, unique_queue_name
+from support.net import answered, connect, memory_kib, open_descriptors, read_until_closed, status_of
+from support.server import wait_for
+from support.sqs import unique_queue_name
+from support.wire import raw_json_call
 
 pytestmark = pytest.mark.server_process
 
@@ -20,8 +22,8 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def limited(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from conftest import start_server
+def request_limited(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from support.server import start_server
 
     db = tmp_path_factory.mktemp("limits") / "limits.db"
     proc = start_server(db, "--header-timeout", str(DEADLINE_S), "--body-timeout", str(DEADLINE_S),
@@ -53,10 +55,10 @@ def _stream_until_answered(sock: socket.socket, chunk: bytes, most: int, chunked
 
 
 @pytest.mark.parametrize("how", ["Content-Length of 1 GB", "chunked without end"])
-def test_an_oversize_body_is_refused_with_a_413_before_it_is_held_in_memory(limited, how):
-    pid = limited.proc.pid
+def test_an_oversize_body_is_refused_with_a_413_before_it_is_held_in_memory(request_limited, how):
+    pid = request_limited.proc.pid
     before = memory_kib(pid)
-    sock = connect(limited.endpoint)
+    sock = connect(request_limited.endpoint)
     with sock:
         if how == "chunked without end":
             sock.sendall(_head(extra="Transfer-Encoding: chunked\r\n"))
@@ -69,11 +71,11 @@ def test_an_oversize_body_is_refused_with_a_413_before_it_is_held_in_memory(limi
     after = memory_kib(pid)
     # the server holds at most one limit's worth (4 MiB) plus read buffers, never what was sent
     assert after["VmHWM"] - before["VmHWM"] < 48 * 1024, (before, after, f"{sent} bytes sent")
-    _still_serves(limited)
+    _still_serves(request_limited)
 
 
-def test_an_oversize_query_request_gets_its_413_as_query_xml(limited):
-    with connect(limited.endpoint) as sock:
+def test_an_oversize_query_request_gets_its_413_as_query_xml(request_limited):
+    with connect(request_limited.endpoint) as sock:
         sock.sendall(b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\n"
                      b"Content-Length: %d\r\n\r\nAction=SendMessage&MessageBody=" % (5 * MIB))
         response = read_until_closed(sock)
@@ -81,13 +83,13 @@ def test_an_oversize_query_request_gets_its_413_as_query_xml(limited):
     assert b"<Code>RequestEntityTooLarge</Code>" in response and b"<ErrorResponse" in response
 
 
-def test_eight_parallel_100_mb_bodies_are_refused_without_growing_the_server(limited):
-    pid = limited.proc.pid
+def test_eight_parallel_100_mb_bodies_are_refused_without_growing_the_server(request_limited):
+    pid = request_limited.proc.pid
     before = memory_kib(pid)
     statuses: list[int] = []
 
     def upload() -> None:
-        with connect(limited.endpoint) as sock:
+        with connect(request_limited.endpoint) as sock:
             sock.sendall(_head(extra="Transfer-Encoding: chunked\r\n"))
             _stream_until_answered(sock, b"y" * MIB, 100 * MIB, chunked=True)
             statuses.append(status_of(read_until_closed(sock)))
@@ -99,12 +101,12 @@ def test_eight_parallel_100_mb_bodies_are_refused_without_growing_the_server(lim
         thread.join(60)
     assert statuses == [413] * 8
     assert memory_kib(pid)["VmHWM"] - before["VmHWM"] < 96 * 1024, (before, memory_kib(pid))
-    _still_serves(limited)
+    _still_serves(request_limited)
 
 
-def test_the_largest_sqs_message_in_its_widest_encoding_fits_under_the_body_limit(limited, make_client):
+def test_the_largest_sqs_message_in_its_widest_encoding_fits_under_the_body_limit(request_limited, make_client):
     """1 MiB of two-byte characters is 3 MiB as JSON \\u escapes or as percent-encoded form data."""
-    sqs = make_client(limited.endpoint)
+    sqs = make_client(request_limited.endpoint)
     url = sqs.create_queue(QueueName=unique_queue_name("wide"))["QueueUrl"]
     body = "é" * (MIB // 2)
     sqs.send_message(QueueUrl=url, MessageBody=body)
@@ -116,8 +118,8 @@ def test_the_largest_sqs_message_in_its_widest_encoding_fits_under_the_body_limi
 
 @pytest.mark.parametrize("head", [
     "200 headers", "one 20 KB header", "a 20 KB URL"])
-def test_a_head_over_the_size_or_count_limit_gets_431_and_the_server_serves_on(limited, head):
-    with connect(limited.endpoint) as sock:
+def test_a_head_over_the_size_or_count_limit_gets_431_and_the_server_serves_on(request_limited, head):
+    with connect(request_limited.endpoint) as sock:
         if head == "200 headers":
             sock.sendall(_head("Content-Length: 0\r\n", "".join(f"X-H{i}: v\r\n" for i in range(200))))
         elif head == "one 20 KB header":
@@ -126,14 +128,14 @@ def test_a_head_over_the_size_or_count_limit_gets_431_and_the_server_serves_on(l
             sock.sendall(f"GET /?{'a' * 20_000} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
         response = read_until_closed(sock)
     assert status_of(response) == 431, response[:300]
-    _still_serves(limited)
+    _still_serves(request_limited)
 
 
 @pytest.mark.parametrize("client", ["connects and sends nothing", "trickles its headers",
                                     "never ends a chunked body", "never sends its declared body",
                                     "stays idle after a response"])
-def test_a_connection_that_does_not_finish_its_request_is_closed_at_the_deadline(limited, client):
-    with connect(limited.endpoint) as sock:
+def test_a_connection_that_does_not_finish_its_request_is_closed_at_the_deadline(request_limited, client):
+    with connect(request_limited.endpoint) as sock:
         if client == "trickles its headers":
             for byte in b"POST / HTTP/1.1\r\nHost: localhost\r\nX-Slow: ":
                 sock.sendall(bytes([byte]))
@@ -152,7 +154,7 @@ def test_a_connection_that_does_not_finish_its_request_is_closed_at_the_deadline
         assert status_of(response) == 200
     else:
         assert response == b"", response[:300]
-    _still_serves(limited)
+    _still_serves(request_limited)
 
 
 def test_a_connection_flood_is_refused_beyond_the_limit_while_existing_connections_are_served(server_factory, tmp_path):
@@ -168,7 +170,7 @@ def test_a_connection_flood_is_refused_beyond_the_limit_while_existing_connectio
 
     flood = [connect(server.endpoint) for _ in range(5 * limit)]
     try:
-        wait_until(lambda: sum(answered(s) for s in flood) >= 4 * limit, "the refusals", 10)
+        wait_for(lambda: sum(answered(s) for s in flood) >= 4 * limit, "the refusals", 10)
         refused = [s for s in flood if answered(s)]
         replies = {read_until_closed(s, timeout=5)[:32] for s in refused}
         assert replies == {b"HTTP/1.1 503 Service Unavailable"}, replies
@@ -179,5 +181,5 @@ def test_a_connection_flood_is_refused_beyond_the_limit_while_existing_connectio
         for sock in flood:
             sock.close()
         existing.close()
-    wait_until(lambda: open_descriptors(pid) <= baseline + 1, "the flood's descriptors to be released", 10)
+    wait_for(lambda: open_descriptors(pid) <= baseline + 1, "the flood's descriptors to be released", 10)
     _still_serves(server)

@@ -14,32 +14,33 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import serverproc
-from sqs_testkit import unique_queue_name
+from support.clients import never_retrying_client
+from support.server import REPO_ROOT, Server, start_server
+from support.sqs import unique_queue_name
 
 pytestmark = pytest.mark.server_process
 
 
 @pytest.fixture(scope="module")
-def admin_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[serverproc.Server]:
+def admin_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A server on the real clock: move tasks pace themselves in real seconds."""
-    server = serverproc.start_server(tmp_path_factory.mktemp("admin") / "queueserver.db")
+    server = start_server(tmp_path_factory.mktemp("admin") / "queueserver.db")
     yield server
     assert server.stop() == 0
 
 
 @pytest.fixture
-def sqs(admin_server: serverproc.Server) -> Any:
-    return serverproc.make_client(admin_server.endpoint)
+def admin_sqs(admin_server: Server) -> Any:
+    return never_retrying_client(admin_server.endpoint)
 
 
-def cli(server: serverproc.Server, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(server: Server, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "queueserver", *args, "--endpoint", server.endpoint],
-                          cwd=serverproc.REPO_ROOT, env=_env(), input=stdin, capture_output=True, text=True,
+                          cwd=REPO_ROOT, env=_env(), input=stdin, capture_output=True, text=True,
                           timeout=60, check=False)
 
 
-def cli_json(server: serverproc.Server, *args: str, stdin: str | None = None) -> Any:
+def cli_json(server: Server, *args: str, stdin: str | None = None) -> Any:
     done = cli(server, *args, "--json", stdin=stdin)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -47,33 +48,33 @@ def cli_json(server: serverproc.Server, *args: str, stdin: str | None = None) ->
 
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env["PYTHONPATH"] = str(serverproc.REPO_ROOT)
+    env["PYTHONPATH"] = str(REPO_ROOT)
     return env
 
 
-def _queue(server: serverproc.Server, *options: str) -> tuple[str, str]:
+def _queue(server: Server, *options: str) -> tuple[str, str]:
     name = unique_queue_name()
     return name, cli_json(server, "queue", "create", name, *options)["QueueUrl"]
 
 
 def test_queue_create_makes_the_queue_with_its_attributes_and_tags_and_attributes_shows_and_sets_them(
-        admin_server: serverproc.Server, sqs: Any) -> None:
+        admin_server: Server, admin_sqs: Any) -> None:
     name, url = _queue(admin_server, "--attribute", "VisibilityTimeout=45", "--tag", "team=shop")
-    assert url == sqs.get_queue_url(QueueName=name)["QueueUrl"]
-    assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "shop"}
+    assert url == admin_sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    assert admin_sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "shop"}
     attributes = cli_json(admin_server, "queue", "attributes", name)
     assert attributes["VisibilityTimeout"] == "45" and attributes["QueueArn"].endswith(f":{name}")
     changed = cli_json(admin_server, "queue", "attributes", name, "--set", "DelaySeconds=3")
     assert changed["DelaySeconds"] == "3"
-    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DelaySeconds"])["Attributes"] == \
+    assert admin_sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DelaySeconds"])["Attributes"] == \
         {"DelaySeconds": "3"}
     fifo = cli_json(admin_server, "queue", "create", name + ".fifo")["QueueUrl"]
-    assert sqs.get_queue_attributes(QueueUrl=fifo, AttributeNames=["FifoQueue"])["Attributes"] == \
+    assert admin_sqs.get_queue_attributes(QueueUrl=fifo, AttributeNames=["FifoQueue"])["Attributes"] == \
         {"FifoQueue": "true"}
 
 
 def test_send_takes_the_body_from_the_argument_a_file_or_stdin_and_peek_shows_them_without_moving_anything(
-        admin_server: serverproc.Server, sqs: Any, tmp_path: Path) -> None:
+        admin_server: Server, admin_sqs: Any, tmp_path: Path) -> None:
     name, url = _queue(admin_server)
     body_file = tmp_path / "body.json"
     body_file.write_text('{"order": 7}')
@@ -85,16 +86,16 @@ def test_send_takes_the_body_from_the_argument_a_file_or_stdin_and_peek_shows_th
     assert [m["MessageId"] for m in peeked] == [s["MessageId"] for s in sent]
     assert {m["State"] for m in peeked} == {"visible"}
     assert cli_json(admin_server, "peek", name) == peeked  # nothing was received: no receive count moved
-    counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages",
+    counts = admin_sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages",
                                                                     "ApproximateNumberOfMessagesNotVisible"])
     assert counts["Attributes"] == {"ApproximateNumberOfMessages": "3", "ApproximateNumberOfMessagesNotVisible": "0"}
 
 
 def test_receive_leaves_messages_in_flight_and_with_delete_deletes_them(
-        admin_server: serverproc.Server, sqs: Any) -> None:
+        admin_server: Server, admin_sqs: Any) -> None:
     name, url = _queue(admin_server)
     for body in ("a", "b", "c"):
-        sqs.send_message(QueueUrl=url, MessageBody=body)
+        admin_sqs.send_message(QueueUrl=url, MessageBody=body)
     first = cli_json(admin_server, "receive", name, "--max", "2", "--wait", "1")
     assert len(first) == 2 and all(m["Attributes"]["ApproximateReceiveCount"] == "1" for m in first)
     states = {m["Body"]: m["State"] for m in cli_json(admin_server, "peek", name)}
@@ -106,17 +107,17 @@ def test_receive_leaves_messages_in_flight_and_with_delete_deletes_them(
 
 
 def test_queues_lists_counts_oldest_age_and_dead_letter_queue_and_stats_adds_them_up(
-        admin_server: serverproc.Server, sqs: Any) -> None:
+        admin_server: Server, admin_sqs: Any) -> None:
     prefix = unique_queue_name()
-    dlq_url = sqs.create_queue(QueueName=prefix + "-dlq")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    url = sqs.create_queue(QueueName=prefix + "-main", Attributes={
+    dlq_url = admin_sqs.create_queue(QueueName=prefix + "-dlq")["QueueUrl"]
+    dlq_arn = admin_sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    url = admin_sqs.create_queue(QueueName=prefix + "-main", Attributes={
         "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 3})})["QueueUrl"]
     for body in ("1", "2", "3"):
-        sqs.send_message(QueueUrl=url, MessageBody=body)
-    sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=600)
-    sqs.send_message(QueueUrl=dlq_url, MessageBody="dead")
-    sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=600)
+        admin_sqs.send_message(QueueUrl=url, MessageBody=body)
+    admin_sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=600)
+    admin_sqs.send_message(QueueUrl=dlq_url, MessageBody="dead")
+    admin_sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=600)
     rows = {r["name"]: r for r in cli_json(admin_server, "queues", "--prefix", prefix)}
     assert set(rows) == {prefix + "-dlq", prefix + "-main"}
     main = rows[prefix + "-main"]
@@ -136,47 +137,47 @@ def test_queues_lists_counts_oldest_age_and_dead_letter_queue_and_stats_adds_the
 
 
 def test_purge_empties_a_queue_and_delete_removes_it_after_which_commands_exit_4(
-        admin_server: serverproc.Server, sqs: Any) -> None:
+        admin_server: Server, admin_sqs: Any) -> None:
     name, url = _queue(admin_server)
-    sqs.send_message(QueueUrl=url, MessageBody="x")
+    admin_sqs.send_message(QueueUrl=url, MessageBody="x")
     assert cli_json(admin_server, "queue", "purge", name) == {"purged": name}
     assert cli_json(admin_server, "peek", name) == []
     assert cli_json(admin_server, "queue", "delete", name) == {"deleted": name}
-    assert sqs.list_queues(QueueNamePrefix=name).get("QueueUrls", []) == []
+    assert admin_sqs.list_queues(QueueNamePrefix=name).get("QueueUrls", []) == []
     missing = cli(admin_server, "send", name, "x", "--json")
     assert missing.returncode == 4 and missing.stdout == ""
     assert "NonExistentQueue" in missing.stderr or "QueueDoesNotExist" in missing.stderr
 
 
 def test_the_endpoint_comes_from_the_environment_and_an_unreachable_one_exits_3(
-        admin_server: serverproc.Server) -> None:
+        admin_server: Server) -> None:
     name, _ = _queue(admin_server)
     env = {**_env(), "AWS_ENDPOINT_URL_SQS": admin_server.endpoint}
     found = subprocess.run([sys.executable, "-m", "queueserver", "queues", "--prefix", name, "--json"],
-                           env=env, cwd=serverproc.REPO_ROOT, capture_output=True, text=True, timeout=60)
+                           env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert [r["name"] for r in json.loads(found.stdout)] == [name]
     unreachable = subprocess.run([sys.executable, "-m", "queueserver", "queues", "--endpoint",
-                                  "http://127.0.0.1:9", "--json"], env=_env(), cwd=serverproc.REPO_ROOT,
+                                  "http://127.0.0.1:9", "--json"], env=_env(), cwd=REPO_ROOT,
                                  capture_output=True, text=True, timeout=60)
     assert unreachable.returncode == 3 and "cannot reach http://127.0.0.1:9" in unreachable.stderr
 
 
-def _dead_letters(sqs: Any, count: int) -> tuple[str, str, str]:
+def _dead_letters(admin_sqs: Any, count: int) -> tuple[str, str, str]:
     """A dead-letter queue holding `count` messages and a queue to move them to."""
     name = unique_queue_name()
-    dlq = sqs.create_queue(QueueName=name + "-dlq")["QueueUrl"]
-    target = sqs.create_queue(QueueName=name + "-target")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    sqs.create_queue(QueueName=name + "-source", Attributes={  # SQS redrives only a queue serving as a DLQ
+    dlq = admin_sqs.create_queue(QueueName=name + "-dlq")["QueueUrl"]
+    target = admin_sqs.create_queue(QueueName=name + "-target")["QueueUrl"]
+    dlq_arn = admin_sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    admin_sqs.create_queue(QueueName=name + "-source", Attributes={  # SQS redrives only a queue serving as a DLQ
         "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})})
     for start in range(0, count, 10):
-        sqs.send_message_batch(QueueUrl=dlq, Entries=[{"Id": str(i), "MessageBody": f"m{i}"}
+        admin_sqs.send_message_batch(QueueUrl=dlq, Entries=[{"Id": str(i), "MessageBody": f"m{i}"}
                                                       for i in range(start, min(count, start + 10))])
     return name + "-dlq", dlq, target
 
 
-def test_redrive_shows_progress_until_the_task_completes(admin_server: serverproc.Server, sqs: Any) -> None:
-    dlq_name, dlq, target = _dead_letters(sqs, 8)
+def test_redrive_shows_progress_until_the_task_completes(admin_server: Server, admin_sqs: Any) -> None:
+    dlq_name, dlq, target = _dead_letters(admin_sqs, 8)
     done = cli(admin_server, "redrive", dlq_name, "--to", dlq_name.replace("-dlq", "-target"), "--rate", "4",
                "--interval", "0.1", "--json")
     assert done.returncode == 0, done.stderr
@@ -185,15 +186,15 @@ def test_redrive_shows_progress_until_the_task_completes(admin_server: serverpro
     assert moved == sorted(moved) and len(set(moved)) > 2  # seen moving, never backwards
     assert progress[-1] == {"status": "COMPLETED", "moved": 8, "to_move": 8}
     assert all(p["status"] == "RUNNING" for p in progress[:-1])
-    counts = sqs.get_queue_attributes(QueueUrl=target, AttributeNames=["ApproximateNumberOfMessages"])
+    counts = admin_sqs.get_queue_attributes(QueueUrl=target, AttributeNames=["ApproximateNumberOfMessages"])
     assert counts["Attributes"]["ApproximateNumberOfMessages"] == "8"
 
 
-def test_ctrl_c_cancels_the_redrive_task(admin_server: serverproc.Server, sqs: Any) -> None:
-    dlq_name, dlq, target = _dead_letters(sqs, 30)
+def test_ctrl_c_cancels_the_redrive_task(admin_server: Server, admin_sqs: Any) -> None:
+    dlq_name, dlq, target = _dead_letters(admin_sqs, 30)
     proc = subprocess.Popen([sys.executable, "-m", "queueserver", "redrive", dlq_name, "--to",
                              dlq_name.replace("-dlq", "-target"), "--rate", "1", "--interval", "0.1", "--json",
-                             "--endpoint", admin_server.endpoint], cwd=serverproc.REPO_ROOT, env=_env(),
+                             "--endpoint", admin_server.endpoint], cwd=REPO_ROOT, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -208,8 +209,8 @@ def test_ctrl_c_cancels_the_redrive_task(admin_server: serverproc.Server, sqs: A
     assert proc.returncode == 130, err
     last = json.loads(rest.splitlines()[-1])
     assert last["status"] == "CANCELLED" and last["moved"] < 30
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    task = sqs.list_message_move_tasks(SourceArn=dlq_arn, MaxResults=1)["Results"][0]
+    dlq_arn = admin_sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    task = admin_sqs.list_message_move_tasks(SourceArn=dlq_arn, MaxResults=1)["Results"][0]
     assert task["Status"] == "CANCELLED"
 
 

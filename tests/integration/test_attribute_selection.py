@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from sqs_testkit import md5_of_attributes, receive
+from support.sqs import md5_of_attributes, receive
 
 ATTRIBUTES = {
     "Help.Me": {"DataType": "String", "StringValue": "please"},

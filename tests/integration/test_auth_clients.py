@@ -4,9 +4,9 @@ its boto3 calls and its raw browse request; without keys it is refused, as any u
 from __future__ import annotations
 
 import pytest
-from auth_kit import KEYS, OWNER_ACCOUNT, signed_client, write_credentials
+from support.auth import KEYS, OWNER_ACCOUNT, signed_client, write_credentials
 from botocore.exceptions import ClientError
-from serverkit import start
+from support.server import start
 
 from queueserver.spark.connection import Connection, browse_page
 

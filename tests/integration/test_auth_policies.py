@@ -8,35 +8,16 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from auth_kit import JOBS_QUEUE, OTHER_ACCOUNT, OWNER_ACCOUNT, SignedClock, signed_client, write_credentials
+from support.auth import JOBS_QUEUE, OTHER_ACCOUNT, OWNER_ACCOUNT, SignedClock, signed_client
 from botocore.exceptions import ClientError
-from serverkit import Server, start
+from support.server import Server
+from support.sqs import arn_of, visible
 
 ALICE_ARN = f"arn:aws:iam::{OWNER_ACCOUNT}:user/alice"
-
-
-@pytest.fixture(scope="module")
-def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    folder = tmp_path_factory.mktemp("policies")
-    server = start(folder / "policies.db", "--test-clock", "--credentials",
-                   str(write_credentials(folder / "keys.toml")))
-    yield server
-    assert server.stop() == 0
-
-
-@pytest.fixture(params=["json", "query"])
-def protocol(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def alice(auth_server: Server, protocol: str) -> Any:
-    return signed_client(protocol, auth_server.endpoint, "AKIDALICE")
 
 
 @pytest.fixture
@@ -49,21 +30,6 @@ def bob(auth_server: Server, protocol: str) -> Any:
 def worker(auth_server: Server, protocol: str) -> Any:
     """Alice's account's key whose identity policy allows receive and delete on the queue "jobs" only."""
     return signed_client(protocol, auth_server.endpoint, "AKIDWORKER")
-
-
-@pytest.fixture
-def queue_url(alice: Any, request: pytest.FixtureRequest) -> str:
-    name = f"{request.node.originalname.removeprefix('test_')[:60]}-{request.node.callspec.id}"
-    return str(alice.create_queue(QueueName=name)["QueueUrl"])
-
-
-def arn_of(client: Any, url: str) -> str:
-    return str(client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
-
-
-def visible(client: Any, url: str) -> int:
-    attributes = client.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
-    return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
 
 
 def denied(call: Any) -> str:
@@ -80,32 +46,32 @@ def set_policy(client: Any, url: str, *statements: dict[str, Any]) -> None:
 
 
 def test_another_accounts_queue_is_denied_then_allowed_by_add_permission_then_denied_by_remove_permission(
-        alice, bob, queue_url):
-    message = denied(lambda: bob.send_message(QueueUrl=queue_url, MessageBody="not yet"))
+        alice, bob, alice_queue_url):
+    message = denied(lambda: bob.send_message(QueueUrl=alice_queue_url, MessageBody="not yet"))
     assert message.startswith(f"User: arn:aws:iam::{OTHER_ACCOUNT}:user/bob is not authorized to perform: "
-                              f"sqs:SendMessage on resource: {arn_of(alice, queue_url)}")
-    assert visible(alice, queue_url) == 0
-    alice.add_permission(QueueUrl=queue_url, Label="bob-sends", AWSAccountIds=[OTHER_ACCOUNT],
+                              f"sqs:SendMessage on resource: {arn_of(alice, alice_queue_url)}")
+    assert visible(alice, alice_queue_url) == 0
+    alice.add_permission(QueueUrl=alice_queue_url, Label="bob-sends", AWSAccountIds=[OTHER_ACCOUNT],
                          Actions=["SendMessage"])
-    bob.send_message(QueueUrl=queue_url, MessageBody="allowed")
-    bob.send_message_batch(QueueUrl=queue_url, Entries=[{"Id": "1", "MessageBody": "the batch variant too"}])
-    denied(lambda: bob.receive_message(QueueUrl=queue_url))  # only what was granted
-    assert visible(alice, queue_url) == 2
-    alice.remove_permission(QueueUrl=queue_url, Label="bob-sends")
-    denied(lambda: bob.send_message(QueueUrl=queue_url, MessageBody="no longer"))
-    assert visible(alice, queue_url) == 2
+    bob.send_message(QueueUrl=alice_queue_url, MessageBody="allowed")
+    bob.send_message_batch(QueueUrl=alice_queue_url, Entries=[{"Id": "1", "MessageBody": "the batch variant too"}])
+    denied(lambda: bob.receive_message(QueueUrl=alice_queue_url))  # only what was granted
+    assert visible(alice, alice_queue_url) == 2
+    alice.remove_permission(QueueUrl=alice_queue_url, Label="bob-sends")
+    denied(lambda: bob.send_message(QueueUrl=alice_queue_url, MessageBody="no longer"))
+    assert visible(alice, alice_queue_url) == 2
 
 
-def test_each_account_lists_and_creates_only_in_its_own_namespace(alice, bob, queue_url):
-    name = queue_url.rsplit("/", 1)[1]
+def test_each_account_lists_and_creates_only_in_its_own_namespace(alice, bob, alice_queue_url):
+    name = alice_queue_url.rsplit("/", 1)[1]
     own = bob.create_queue(QueueName=name)["QueueUrl"]  # the same name is another queue in another account
-    assert own.endswith(f"/{OTHER_ACCOUNT}/{name}") and own != queue_url
-    assert queue_url not in bob.list_queues(QueueNamePrefix=name).get("QueueUrls", [])
+    assert own.endswith(f"/{OTHER_ACCOUNT}/{name}") and own != alice_queue_url
+    assert alice_queue_url not in bob.list_queues(QueueNamePrefix=name).get("QueueUrls", [])
     assert own not in alice.list_queues(QueueNamePrefix=name).get("QueueUrls", [])
 
 
-def test_a_missing_queue_of_another_account_is_denied_like_an_existing_one(alice, bob, queue_url):
-    missing = queue_url.rsplit("/", 1)[0] + "/no-such-queue"
+def test_a_missing_queue_of_another_account_is_denied_like_an_existing_one(alice, bob, alice_queue_url):
+    missing = alice_queue_url.rsplit("/", 1)[0] + "/no-such-queue"
     denied(lambda: bob.send_message(QueueUrl=missing, MessageBody="x"))
     with pytest.raises(ClientError) as caught:
         alice.send_message(QueueUrl=missing, MessageBody="x")
@@ -113,62 +79,62 @@ def test_a_missing_queue_of_another_account_is_denied_like_an_existing_one(alice
 
 
 def test_a_hand_written_policy_with_conditions_allows_until_its_date_and_only_from_its_addresses(
-        auth_server, alice, bob, queue_url):
+        auth_server, alice, bob, alice_queue_url):
     clock = SignedClock(auth_server.endpoint)
     until = datetime.fromtimestamp(clock.advance(0) / 1000, timezone.utc) + timedelta(seconds=60)
-    set_policy(alice, queue_url, {
+    set_policy(alice, alice_queue_url, {
         "Sid": "bob-until", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{OTHER_ACCOUNT}:root"},
-        "Action": "sqs:Send*", "Resource": arn_of(alice, queue_url),
+        "Action": "sqs:Send*", "Resource": arn_of(alice, alice_queue_url),
         "Condition": {"DateLessThan": {"aws:CurrentTime": until.strftime("%Y-%m-%dT%H:%M:%SZ")},
                       "IpAddress": {"aws:SourceIp": ["10.0.0.0/8", "127.0.0.0/8"]},
                       "StringEqualsIfExists": {"aws:SourceAccount": "999999999999"}},
     })
-    bob.send_message(QueueUrl=queue_url, MessageBody="in time")
+    bob.send_message(QueueUrl=alice_queue_url, MessageBody="in time")
     clock.advance(61)
-    denied(lambda: bob.send_message(QueueUrl=queue_url, MessageBody="too late"))
-    assert visible(alice, queue_url) == 1
+    denied(lambda: bob.send_message(QueueUrl=alice_queue_url, MessageBody="too late"))
+    assert visible(alice, alice_queue_url) == 1
 
 
-def test_a_condition_that_does_not_hold_grants_nothing(alice, bob, queue_url):
-    arn = arn_of(alice, queue_url)
-    set_policy(alice, queue_url,
+def test_a_condition_that_does_not_hold_grants_nothing(alice, bob, alice_queue_url):
+    arn = arn_of(alice, alice_queue_url)
+    set_policy(alice, alice_queue_url,
                {"Effect": "Allow", "Principal": "*", "Action": "sqs:SendMessage", "Resource": arn,
                 "Condition": {"NotIpAddress": {"aws:SourceIp": "127.0.0.0/8"}}},
                {"Effect": "Allow", "Principal": {"AWS": OTHER_ACCOUNT}, "Action": "sqs:SendMessage", "Resource": arn,
                 "Condition": {"Bool": {"aws:SecureTransport": "true"}}})
-    denied(lambda: bob.send_message(QueueUrl=queue_url, MessageBody="plain http from loopback"))
-    assert visible(alice, queue_url) == 0
+    denied(lambda: bob.send_message(QueueUrl=alice_queue_url, MessageBody="plain http from loopback"))
+    assert visible(alice, alice_queue_url) == 0
 
 
-def test_an_explicit_deny_wins_over_an_allow_even_for_the_owner(alice, bob, queue_url):
-    arn = arn_of(alice, queue_url)
-    set_policy(alice, queue_url,
+def test_an_explicit_deny_wins_over_an_allow_even_for_the_owner(alice, bob, alice_queue_url):
+    arn = arn_of(alice, alice_queue_url)
+    set_policy(alice, alice_queue_url,
                {"Effect": "Allow", "Principal": "*", "Action": "sqs:*", "Resource": arn},
                {"Effect": "Deny", "Principal": {"AWS": [ALICE_ARN, OTHER_ACCOUNT]}, "Action": "sqs:Purge*",
                 "Resource": "arn:aws:sqs:*:*:*"})
-    alice.send_message(QueueUrl=queue_url, MessageBody="kept")
-    message = denied(lambda: alice.purge_queue(QueueUrl=queue_url))
+    alice.send_message(QueueUrl=alice_queue_url, MessageBody="kept")
+    message = denied(lambda: alice.purge_queue(QueueUrl=alice_queue_url))
     assert message.endswith("with an explicit deny in a resource-based policy")
-    denied(lambda: bob.purge_queue(QueueUrl=queue_url))
-    bob.send_message(QueueUrl=queue_url, MessageBody="bob may send")
-    assert visible(alice, queue_url) == 2
+    denied(lambda: bob.purge_queue(QueueUrl=alice_queue_url))
+    bob.send_message(QueueUrl=alice_queue_url, MessageBody="bob may send")
+    assert visible(alice, alice_queue_url) == 2
 
 
-def test_owner_only_actions_are_never_granted_to_another_account(alice, bob, queue_url):
-    set_policy(alice, queue_url, {"Effect": "Allow", "Principal": "*", "Action": "sqs:*", "Resource": "*"})
-    bob.send_message(QueueUrl=queue_url, MessageBody="sqs:* grants sending")
-    denied(lambda: bob.delete_queue(QueueUrl=queue_url))
-    denied(lambda: bob.set_queue_attributes(QueueUrl=queue_url, Attributes={"VisibilityTimeout": "5"}))
-    denied(lambda: bob.add_permission(QueueUrl=queue_url, Label="self", AWSAccountIds=[OTHER_ACCOUNT],
+def test_owner_only_actions_are_never_granted_to_another_account(alice, bob, alice_queue_url):
+    set_policy(alice, alice_queue_url, {"Effect": "Allow", "Principal": "*", "Action": "sqs:*", "Resource": "*"})
+    bob.send_message(QueueUrl=alice_queue_url, MessageBody="sqs:* grants sending")
+    denied(lambda: bob.delete_queue(QueueUrl=alice_queue_url))
+    denied(lambda: bob.set_queue_attributes(QueueUrl=alice_queue_url, Attributes={"VisibilityTimeout": "5"}))
+    denied(lambda: bob.add_permission(QueueUrl=alice_queue_url, Label="self", AWSAccountIds=[OTHER_ACCOUNT],
                                       Actions=["ReceiveMessage"]))
-    denied(lambda: bob.tag_queue(QueueUrl=queue_url, Tags={"owner": "bob"}))
-    assert alice.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["VisibilityTimeout"])[
+    denied(lambda: bob.tag_queue(QueueUrl=alice_queue_url, Tags={"owner": "bob"}))
+    assert alice.get_queue_attributes(QueueUrl=alice_queue_url, AttributeNames=["VisibilityTimeout"])[
         "Attributes"]["VisibilityTimeout"] == "30"
-    assert bob.get_queue_url(QueueName=queue_url.rsplit("/", 1)[1],
-                             QueueOwnerAWSAccountId=OWNER_ACCOUNT)["QueueUrl"] == queue_url
+    assert bob.get_queue_url(QueueName=alice_queue_url.rsplit("/", 1)[1],
+                             QueueOwnerAWSAccountId=OWNER_ACCOUNT)["QueueUrl"] == alice_queue_url
 
 
-def test_a_key_restricted_to_one_queue_receives_and_deletes_there_and_nothing_else(alice, worker, queue_url):
+def test_a_key_restricted_to_one_queue_receives_and_deletes_there_and_nothing_else(alice, worker, alice_queue_url):
     jobs = alice.create_queue(QueueName=JOBS_QUEUE)["QueueUrl"]
     alice.purge_queue(QueueUrl=jobs)
     alice.send_message(QueueUrl=jobs, MessageBody="work")
@@ -177,17 +143,17 @@ def test_a_key_restricted_to_one_queue_receives_and_deletes_there_and_nothing_el
     worker.delete_message(QueueUrl=jobs, ReceiptHandle=received[0]["ReceiptHandle"])
     message = denied(lambda: worker.send_message(QueueUrl=jobs, MessageBody="not mine to send"))
     assert message.endswith("because no identity-based policy allows the sqs:SendMessage action")
-    alice.send_message(QueueUrl=queue_url, MessageBody="another queue")
-    denied(lambda: worker.receive_message(QueueUrl=queue_url))
+    alice.send_message(QueueUrl=alice_queue_url, MessageBody="another queue")
+    denied(lambda: worker.receive_message(QueueUrl=alice_queue_url))
     denied(lambda: worker.purge_queue(QueueUrl=jobs))
     denied(lambda: worker.list_queues())
     denied(lambda: worker.create_queue(QueueName="workers-own"))
     denied(lambda: worker.send_message(QueueUrl=jobs.rsplit("/", 1)[0] + "/missing", MessageBody="x"))
-    assert visible(alice, jobs) == 0 and visible(alice, queue_url) == 1
+    assert visible(alice, jobs) == 0 and visible(alice, alice_queue_url) == 1
 
 
-def test_dead_letter_move_tasks_obey_the_same_rules(alice, bob, worker, queue_url):
-    dead = queue_url
+def test_dead_letter_move_tasks_obey_the_same_rules(alice, bob, worker, alice_queue_url):
+    dead = alice_queue_url
     dead_arn = arn_of(alice, dead)
     source = alice.create_queue(QueueName=dead.rsplit("/", 1)[1][:70] + "-src", Attributes={
         "RedrivePolicy": json.dumps({"deadLetterTargetArn": dead_arn, "maxReceiveCount": 1})})["QueueUrl"]
@@ -206,7 +172,7 @@ def test_dead_letter_move_tasks_obey_the_same_rules(alice, bob, worker, queue_ur
     assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
 
 
-def test_the_test_clock_and_the_extension_actions_need_a_signed_request(auth_server, alice, queue_url):
+def test_the_test_clock_and_the_extension_actions_need_a_signed_request(auth_server, alice, alice_queue_url):
     request = urllib.request.Request(f"{auth_server.endpoint}/_queueserver/clock", method="POST",
                                      data=b'{"advance_seconds": 1}', headers={"Content-Type": "application/json"})
     with pytest.raises(urllib.error.HTTPError) as caught:
@@ -215,7 +181,7 @@ def test_the_test_clock_and_the_extension_actions_need_a_signed_request(auth_ser
     assert json.loads(caught.value.read())["code"] == "MissingAuthenticationToken"
     caught.value.close()
     browse = urllib.request.Request(f"{auth_server.endpoint}/", method="POST",
-                                    data=json.dumps({"QueueUrl": queue_url}).encode(),
+                                    data=json.dumps({"QueueUrl": alice_queue_url}).encode(),
                                     headers={"Content-Type": "application/x-amz-json-1.0",
                                              "X-Amz-Target": "AmazonSQS.QueueserverBrowseMessages"})
     with pytest.raises(urllib.error.HTTPError) as caught:

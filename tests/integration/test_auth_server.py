@@ -8,10 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from auth_kit import KEYS, credentials_toml, signed_client, write_credentials
+from support.auth import KEYS, credentials_toml, signed_client, write_credentials
 from botocore.exceptions import ClientError, SSLError
-from serverkit import start, wait_for
-from serverproc import try_serve
+from support.server import start, wait_for
+from support.server import try_serve
 
 PROTOCOLS = ["json", "query"]
 

@@ -9,50 +9,25 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from auth_kit import (
-    OWNER_ACCOUNT, SignedClock, json_request, presign, send, sign, signed_client, write_credentials,
+from support.auth import (
+    OWNER_ACCOUNT,
+    SignedClock,
+    json_request,
+    presign,
+    send,
+    sign,
+    signed_client,
+    write_credentials,
 )
 from botocore import UNSIGNED
 from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError
-from serverkit import Server, start
-
-PROTOCOLS = ["json", "query"]
-
-
-@pytest.fixture(scope="module")
-def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    folder = tmp_path_factory.mktemp("auth")
-    server = start(folder / "auth.db", "--test-clock", "--credentials", str(write_credentials(folder / "keys.toml")))
-    yield server
-    assert server.stop() == 0
-
-
-@pytest.fixture(params=PROTOCOLS)
-def protocol(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def alice(auth_server: Server, protocol: str) -> Any:
-    return signed_client(protocol, auth_server.endpoint, "AKIDALICE")
-
-
-@pytest.fixture
-def queue_url(alice: Any, request: pytest.FixtureRequest) -> str:
-    name = f"{request.node.originalname.removeprefix('test_')[:60]}-{request.node.callspec.id}"
-    return str(alice.create_queue(QueueName=name)["QueueUrl"])
-
-
-def visible(client: Any, url: str) -> int:
-    attributes = client.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
-    return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
-
+from support.server import start
+from support.sqs import visible
 
 def refused(call: Any, code: str, status: int) -> str:
     with pytest.raises(ClientError) as caught:
@@ -62,12 +37,12 @@ def refused(call: Any, code: str, status: int) -> str:
     return str(error["Error"]["Message"])
 
 
-def test_the_right_key_works_and_its_account_is_in_queue_urls_and_arns(alice, queue_url):
-    assert queue_url.endswith(f"/{OWNER_ACCOUNT}/{queue_url.rsplit('/', 1)[1]}")
-    alice.send_message(QueueUrl=queue_url, MessageBody="signed")
-    assert alice.receive_message(QueueUrl=queue_url)["Messages"][0]["Body"] == "signed"
-    arn = alice.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    assert arn == f"arn:aws:sqs:us-east-1:{OWNER_ACCOUNT}:{queue_url.rsplit('/', 1)[1]}"
+def test_the_right_key_works_and_its_account_is_in_queue_urls_and_arns(alice, alice_queue_url):
+    assert alice_queue_url.endswith(f"/{OWNER_ACCOUNT}/{alice_queue_url.rsplit('/', 1)[1]}")
+    alice.send_message(QueueUrl=alice_queue_url, MessageBody="signed")
+    assert alice.receive_message(QueueUrl=alice_queue_url)["Messages"][0]["Body"] == "signed"
+    arn = alice.get_queue_attributes(QueueUrl=alice_queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    assert arn == f"arn:aws:sqs:us-east-1:{OWNER_ACCOUNT}:{alice_queue_url.rsplit('/', 1)[1]}"
 
 
 def test_the_region_of_the_credential_scope_chooses_the_region(auth_server, protocol):
@@ -79,12 +54,12 @@ def test_the_region_of_the_credential_scope_chooses_the_region(auth_server, prot
     assert url not in east.list_queues(QueueNamePrefix="regional-").get("QueueUrls", [])
 
 
-def test_a_wrong_secret_is_signature_does_not_match_and_sends_nothing(auth_server, protocol, alice, queue_url):
+def test_a_wrong_secret_is_signature_does_not_match_and_sends_nothing(auth_server, protocol, alice, alice_queue_url):
     forger = signed_client(protocol, auth_server.endpoint, "AKIDALICE", secret="not-alices-secret")
-    message = refused(lambda: forger.send_message(QueueUrl=queue_url, MessageBody="forged"),
+    message = refused(lambda: forger.send_message(QueueUrl=alice_queue_url, MessageBody="forged"),
                       "SignatureDoesNotMatch", 403)
     assert message.startswith("The request signature we calculated does not match the signature you provided.")
-    assert visible(alice, queue_url) == 0
+    assert visible(alice, alice_queue_url) == 0
 
 
 def test_an_unknown_key_is_invalid_client_token_id_and_creates_nothing(auth_server, protocol, alice):
@@ -95,46 +70,46 @@ def test_an_unknown_key_is_invalid_client_token_id_and_creates_nothing(auth_serv
 
 
 def test_an_unsigned_request_is_missing_authentication_token_and_purges_nothing(auth_server, protocol, alice,
-                                                                                queue_url):
-    alice.send_message(QueueUrl=queue_url, MessageBody="stays")
+                                                                                alice_queue_url):
+    alice.send_message(QueueUrl=alice_queue_url, MessageBody="stays")
     anonymous = signed_client(protocol, auth_server.endpoint, "AKIDALICE", signature_version=UNSIGNED)
-    refused(lambda: anonymous.purge_queue(QueueUrl=queue_url), "MissingAuthenticationToken", 403)
-    assert visible(alice, queue_url) == 1
+    refused(lambda: anonymous.purge_queue(QueueUrl=alice_queue_url), "MissingAuthenticationToken", 403)
+    assert visible(alice, alice_queue_url) == 1
 
 
-def test_a_body_changed_after_signing_is_refused_and_sends_nothing(auth_server, protocol, alice, queue_url):
+def test_a_body_changed_after_signing_is_refused_and_sends_nothing(auth_server, protocol, alice, alice_queue_url):
     if protocol == "json":
         request = sign(json_request(auth_server.endpoint, "SendMessage",
-                                    {"QueueUrl": queue_url, "MessageBody": "signed"}), "AKIDALICE")
+                                    {"QueueUrl": alice_queue_url, "MessageBody": "signed"}), "AKIDALICE")
         tampered = request.body.replace(b"signed", b"evil!!")
     else:
-        form = {"Action": "SendMessage", "Version": "2012-11-05", "QueueUrl": queue_url, "MessageBody": "signed"}
+        form = {"Action": "SendMessage", "Version": "2012-11-05", "QueueUrl": alice_queue_url, "MessageBody": "signed"}
         request = sign(AWSRequest(method="POST", url=auth_server.endpoint + "/", data=urlencode(form).encode(),
                                   headers={"Content-Type": "application/x-www-form-urlencoded"}), "AKIDALICE")
         tampered = request.body.replace(b"signed", b"evil!!")
     assert len(tampered) == len(request.body) and tampered != request.body
     status, headers, _ = send(request, body=tampered)
     assert (status, headers["x-amzn-query-error"]) == (403, "SignatureDoesNotMatch;Sender")
-    assert visible(alice, queue_url) == 0
+    assert visible(alice, alice_queue_url) == 0
     status, _, _ = send(request)  # the same request untouched is accepted: the body was the only change
     assert status == 200
-    assert visible(alice, queue_url) == 1
+    assert visible(alice, alice_queue_url) == 1
 
 
-def test_a_presigned_url_works_until_it_expires_then_is_request_expired(auth_server, alice, queue_url):
+def test_a_presigned_url_works_until_it_expires_then_is_request_expired(auth_server, alice, alice_queue_url):
     clock = SignedClock(auth_server.endpoint)
-    query = urlencode({"Action": "SendMessage", "Version": "2012-11-05", "QueueUrl": queue_url,
+    query = urlencode({"Action": "SendMessage", "Version": "2012-11-05", "QueueUrl": alice_queue_url,
                        "MessageBody": "presigned"})
     lifetime = math.ceil(clock.ahead_s()) + 60
     url = presign(f"{auth_server.endpoint}/?{query}", "AKIDALICE", expires=lifetime)
     status, _, body = send(AWSRequest(method="GET", url=url))
     assert status == 200, body
-    assert visible(alice, queue_url) == 1
+    assert visible(alice, alice_queue_url) == 1
     clock.advance(61)  # past the URL's X-Amz-Date + X-Amz-Expires on the server's clock
     status, headers, body = send(AWSRequest(method="GET", url=url))
     assert (status, headers["x-amzn-query-error"]) == (400, "RequestExpired;Sender")
     assert b"<Code>RequestExpired</Code>" in body
-    assert visible(alice, queue_url) == 1
+    assert visible(alice, alice_queue_url) == 1
 
 
 def test_a_presigned_json_request_is_verified_with_the_body_hash_it_signed(auth_server, alice):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sqs_testkit import (
+from support.sqs import (
     Counts,
     counts,
     md5_of_attributes,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqs_testkit import counts, raw_json_call, receive
+from support.sqs import counts, receive
+from support.wire import raw_json_call
 
 
 def browse(endpoint: str, queue_url: str, **members: Any) -> dict[str, Any]:

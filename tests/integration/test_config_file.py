@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import serverproc
+from support.server import try_serve
 
 pytestmark = pytest.mark.server_process
 
@@ -132,7 +132,7 @@ def test_the_environment_beats_the_file_and_the_command_line_beats_both(
 def test_a_bad_file_stops_the_start_with_one_line_naming_the_key_and_changes_nothing(
         tmp_path: Path, server_factory: Any, make_client: Any, text: str, named: str) -> None:
     db = tmp_path / "q.db"
-    refusal = serverproc.try_serve(db, "--config", _config(tmp_path, text))
+    refusal = try_serve(db, "--config", _config(tmp_path, text))
     assert refusal.returncode == 2, refusal.stderr
     lines = [line for line in refusal.stderr.splitlines() if line.startswith("queueserver:")]
     assert len(lines) == 1 and named in lines[0], refusal.stderr
@@ -148,7 +148,7 @@ def test_a_change_the_existing_queue_cannot_take_is_refused_before_any_queue_is_
     make_client(first.endpoint).create_queue(QueueName="x.fifo", Attributes={
         "FifoQueue": "true", "DeduplicationScope": "messageGroup", "FifoThroughputLimit": "perMessageGroupId"})
     first.stop()
-    refusal = serverproc.try_serve(db, "--config", _config(
+    refusal = try_serve(db, "--config", _config(
         tmp_path, '[queues.early]\n[queues."x.fifo"]\nDeduplicationScope = "queue"\n'))
     assert refusal.returncode == 2
     assert "key queues.x.fifo: Invalid value for the parameter FifoThroughputLimit" in refusal.stderr

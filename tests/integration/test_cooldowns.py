@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from sqs_testkit import ClockControl, raises_modeled, unique_queue_name
+from support.server import ClockControl
+from support.sqs import raises_modeled, unique_queue_name
 
 pytestmark = pytest.mark.server_process
 

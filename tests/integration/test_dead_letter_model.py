@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from dlq_helpers import arn_of, redrive_policy, wait_for_task
-from sqs_testkit import Counts, counts, receive, unique_queue_name
+from support.dead_letters import wait_for_task
+from support.sqs import Counts, counts, receive, unique_queue_name
+from support.sqs import arn_of, redrive_policy
 
 STEPS = 400
 MAX_RECEIVE_COUNT = 2

@@ -11,25 +11,9 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import BotoCoreError, ClientError
-from dlq_helpers import (
-    arn_of,
-    dead_letter_all,
-    drain,
-    make_source_and_dlq,
-    queue_attribute,
-    redrive_policy,
-    send_fifo,
-    send_many,
-)
-from sqs_testkit import (
-    Counts,
-    counts,
-    md5_of_attributes,
-    md5_of_body,
-    raises_modeled,
-    receive,
-    unique_queue_name,
-)
+from support.dead_letters import dead_letter_all, make_source_and_dlq, send_fifo, send_many
+from support.sqs import Counts, counts, md5_of_attributes, md5_of_body, raises_modeled, receive, unique_queue_name
+from support.sqs import arn_of, drain, queue_attribute, redrive_policy
 
 ALL = {"MessageSystemAttributeNames": ["All"], "MessageAttributeNames": ["All"]}
 
@@ -524,10 +508,9 @@ def test_many_messages_are_dead_lettered_each_exactly_once(sqs, make_queue):
 
 @pytest.mark.server_process
 def test_a_kill_during_dead_letter_moves_leaves_each_message_in_exactly_one_queue(
-        tmp_path, server_factory, make_client):
+        tmp_path, serve_with_client, make_client):
     db = tmp_path / "dlq-kill.db"
-    first = server_factory(db, "--test-clock")
-    client = make_client(first.endpoint)
+    first, client = serve_with_client(db)
     dlq = client.create_queue(QueueName="kill-dlq")["QueueUrl"]
     source = client.create_queue(QueueName="kill-src", Attributes={
         "RedrivePolicy": redrive_policy(arn_of(client, dlq), 1)})["QueueUrl"]
@@ -558,8 +541,7 @@ def test_a_kill_during_dead_letter_moves_leaves_each_message_in_exactly_one_queu
         t.join(timeout=10)
     assert 0 < moved_before_kill < 400, "the kill should land in the middle of the moves"
 
-    second = server_factory(db, "--test-clock")
-    client = make_client(second.endpoint)
+    second, client = serve_with_client(db)
     before = counts(client, source)
     after_dlq = counts(client, dlq)
     assert before.visible + before.in_flight + after_dlq.visible + after_dlq.in_flight == 400

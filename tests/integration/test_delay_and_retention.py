@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sqs_testkit import Counts, counts, raises_code, receive, receive_all
+from support.sqs import Counts, counts, raises_code, receive, receive_all
 
 # --- delay -------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from sqs_testkit import raw_json_call
+from support.wire import raw_json_call
 
 # (legacy code in Error.Code and the header, the JSON __type, the status) of the un-modeled errors.
 INVALID_PARAMETER_VALUE = ("InvalidParameterValue", "com.amazon.coral.service#InvalidParameterValueException", 400)

@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 from botocore.exceptions import ClientError
-from sqs_testkit import raises_code, raises_modeled, raw_json_call, raw_request
+from support.sqs import raises_code, raises_modeled
+from support.wire import raw_json_call, raw_request
 
 # --- an unknown queue, for every action that takes a QueueUrl -------------------------------
 

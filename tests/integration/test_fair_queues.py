@@ -6,8 +6,8 @@ messages is in flight, and there is no deduplication or SequenceNumber.
 
 from __future__ import annotations
 
-from fifo_kit import ALL, delete_all, got, parse_body, rcv, send_batch
-from sqs_testkit import Counts, counts, raises_code
+from support.fifo import ALL, delete_all, got, parse_body, rcv, send_batch
+from support.sqs import Counts, counts, raises_code
 
 NOISY_BACKLOG = 2000
 QUIET = 5

@@ -12,20 +12,9 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from fifo_kit import (
-    PUNCTUATION,
-    arn_of,
-    delete_all,
-    fifo_name,
-    got,
-    make_fifo,
-    rcv,
-    redrive_policy,
-    send,
-    send_batch,
-    sha256_hex,
-)
-from sqs_testkit import BAD_ATTRIBUTE_VALUE, Counts, counts, raises_code, raises_modeled
+from support.fifo import PUNCTUATION, delete_all, fifo_name, got, make_fifo, rcv, send, send_batch, sha256_hex
+from support.sqs import BAD_ATTRIBUTE_VALUE, Counts, counts, raises_code, raises_modeled
+from support.sqs import arn_of, redrive_policy
 
 FIFO_ONLY = {"ContentBasedDeduplication": "true", "DeduplicationScope": "messageGroup",
              "FifoThroughputLimit": "perQueue"}
@@ -426,10 +415,9 @@ def restart(server_factory, db, old, make_client):
 
 @pytest.mark.server_process
 def test_sequence_numbers_keep_increasing_across_a_restart_after_the_newest_messages_were_deleted(
-        server_factory, tmp_path, make_client):
+        server_factory, tmp_path, make_client, serve_with_client):
     db = tmp_path / "sequence.db"
-    first = server_factory(db, "--test-clock")
-    client = make_client(first.endpoint)
+    first, client = serve_with_client(db)
     url = client.create_queue(QueueName="seq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     sent = [send(client, url, "g", i) for i in range(3)]
     delete_all(client, url, rcv(client, url))
@@ -442,10 +430,9 @@ def test_sequence_numbers_keep_increasing_across_a_restart_after_the_newest_mess
 
 
 @pytest.mark.server_process
-def test_deduplication_ids_and_held_groups_survive_a_restart(server_factory, tmp_path, make_client):
+def test_deduplication_ids_and_held_groups_survive_a_restart(server_factory, tmp_path, make_client, serve_with_client):
     db = tmp_path / "fifo-state.db"
-    first = server_factory(db, "--test-clock")
-    client = make_client(first.endpoint)
+    first, client = serve_with_client(db)
     url = client.create_queue(QueueName="state.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     original = send(client, url, "g", 0, MessageDeduplicationId="kept")
     send(client, url, "g", 1)

@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from fifo_history import Delivery, Got, History, message_held_twice, order_problems, overlapping_holds
-from sqs_testkit import Counts, counts
+from support.fifo_history import Delivery, Got, History, message_held_twice, order_problems, overlapping_holds
+from support.sqs import Counts, counts
 
 pytestmark = pytest.mark.server_process
 

@@ -13,22 +13,21 @@ from __future__ import annotations
 
 import pytest
 from botocore.exceptions import ClientError
-from fifo_kit import (
+from support.fifo import (
     PUNCTUATION,
     LongPoll,
-    arn_of,
     body,
     delete_all,
     got,
     make_fifo,
     rcv,
-    redrive_policy,
     release,
     send,
     send_batch,
     send_in_turn,
 )
-from sqs_testkit import Counts, assert_code, counts, raises_code, raises_modeled
+from support.sqs import Counts, assert_code, counts, raises_code, raises_modeled
+from support.sqs import arn_of, redrive_policy
 
 EXPIRED = "The receipt handle has expired."
 NOT_CHANGEABLE = ("InvalidParameterValue", "ReceiptHandleIsInvalid",

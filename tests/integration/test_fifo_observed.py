@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import uuid
 
-from fifo_kit import body, delete_all, got, make_fifo, rcv, release, send, send_in_turn
-from sqs_testkit import Counts, counts, raises_code
+from support.fifo import body, delete_all, got, make_fifo, rcv, release, send, send_in_turn
+from support.sqs import Counts, counts, raises_code
 
 NO_DEDUPLICATION_ID = ("The queue should either have ContentBasedDeduplication enabled or "
                        "MessageDeduplicationId provided explicitly")

@@ -12,8 +12,9 @@ import uuid
 from typing import Any
 
 import pytest
-from fifo_kit import LongPoll, delete_all, got, make_fifo, rcv, send, send_batch
-from sqs_testkit import ClockControl, Counts, counts, raises_modeled
+from support.fifo import LongPoll, delete_all, got, make_fifo, rcv, send, send_batch
+from support.server import ClockControl
+from support.sqs import Counts, counts, raises_modeled
 
 pytestmark = pytest.mark.server_process
 
@@ -23,19 +24,19 @@ HELD = 43200  # visibility of the messages that fill the limit: they stay in fli
 
 
 @pytest.fixture
-def limited(server_factory: Any, tmp_path: Any) -> Any:
+def in_flight_limited(server_factory: Any, tmp_path: Any) -> Any:
     return server_factory(tmp_path / "limits.db", "--test-clock", "--in-flight-limit", str(LIMIT),
                           "--fifo-in-flight-limit", str(FIFO_LIMIT))
 
 
 @pytest.fixture
-def client(limited: Any, make_client: Any) -> Any:
-    return make_client(limited.endpoint)
+def client(in_flight_limited: Any, make_client: Any) -> Any:
+    return make_client(in_flight_limited.endpoint)
 
 
 @pytest.fixture
-def limited_clock(limited: Any) -> ClockControl:
-    return ClockControl(limited.endpoint)
+def limited_clock(in_flight_limited: Any) -> ClockControl:
+    return ClockControl(in_flight_limited.endpoint)
 
 
 def standard_queue(client: Any, **attributes: str) -> str:
@@ -125,21 +126,21 @@ def test_the_in_flight_limit_is_per_queue(client):
         rcv(client, full)
 
 
-def test_a_long_poll_at_the_in_flight_limit_returns_no_messages_and_no_error(client, make_client, limited,
+def test_a_long_poll_at_the_in_flight_limit_returns_no_messages_and_no_error(client, make_client, in_flight_limited,
                                                                              limited_clock):
     url = standard_queue(client)
     fill(client, url, 8, LIMIT)
-    poll = LongPoll(make_client(limited.endpoint), url)
+    poll = LongPoll(make_client(in_flight_limited.endpoint), url)
     assert run_out_the_wait(limited_clock, poll) == []
     assert counts(client, url) == Counts(3, LIMIT, 0)
 
 
 def test_a_waiting_long_poll_gets_a_message_once_the_count_drops_below_the_limit(
-        client, make_client, limited, limited_clock):
+        client, make_client, in_flight_limited, limited_clock):
     url = standard_queue(client)
     held = fill(client, url, 8, LIMIT)
     pending = limited_clock.timers()
-    poll = LongPoll(make_client(limited.endpoint), url)
+    poll = LongPoll(make_client(in_flight_limited.endpoint), url)
     limited_clock.wait_for_timers(pending + 1)  # it waits: only the wake-up of the delete can feed it
     delete_all(client, url, held[:1])
     assert len(poll.join()) >= 1
@@ -187,21 +188,23 @@ def test_a_fifo_queue_delivers_again_as_its_in_flight_count_drops(client, limite
     assert len(rcv(client, url, 10)) == FIFO_LIMIT
 
 
-def test_a_fifo_long_poll_at_the_limit_returns_no_messages_and_no_error(client, make_client, limited, limited_clock):
+def test_a_fifo_long_poll_at_the_limit_returns_no_messages_and_no_error(
+        client, make_client, in_flight_limited, limited_clock):
     url = fifo_queue(client)
     for n in range(6):
         send(client, url, f"g{n}", 0)
     assert len(rcv(client, url, 10, VisibilityTimeout=HELD)) == FIFO_LIMIT
-    assert run_out_the_wait(limited_clock, LongPoll(make_client(limited.endpoint), url)) == []
+    assert run_out_the_wait(limited_clock, LongPoll(make_client(in_flight_limited.endpoint), url)) == []
 
 
-def test_a_waiting_fifo_long_poll_gets_a_message_once_one_is_deleted(client, make_client, limited, limited_clock):
+def test_a_waiting_fifo_long_poll_gets_a_message_once_one_is_deleted(
+        client, make_client, in_flight_limited, limited_clock):
     url = fifo_queue(client)
     for n in range(6):
         send(client, url, f"g{n}", 0)
     held = rcv(client, url, 10, VisibilityTimeout=HELD)
     pending = limited_clock.timers()
-    poll = LongPoll(make_client(limited.endpoint), url)
+    poll = LongPoll(make_client(in_flight_limited.endpoint), url)
     limited_clock.wait_for_timers(pending + 1)  # it waits: only the wake-up of the delete can feed it
     delete_all(client, url, held[:1])
     assert len(poll.join()) == 1

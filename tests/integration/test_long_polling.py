@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 import pytest
-from sqs_testkit import ClockControl, Counts, counts, receive
+from support.server import ClockControl
+from support.sqs import Counts, counts, receive
 
 PROMPT = 0.5  # seconds a woken long poll may take to return
 JOIN = 10.0  # hard bound so a broken server cannot hang the suite

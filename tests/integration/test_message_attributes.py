@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sqs_testkit import Counts, counts, md5_of_attributes, raises_code, receive
+from support.sqs import Counts, counts, md5_of_attributes, raises_code, receive
 
 MIXED = {
     "text": {"DataType": "String", "StringValue": "h\u00e9llo \U0001F600"},

@@ -15,28 +15,19 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from dlq_helpers import (
-    arn_of,
+from support.sqs import arn_of, drain, redrive_policy
+from support.dead_letters import (
     dead_letter_all,
-    drain,
     latest_task,
     make_source_and_dlq,
-    redrive_policy,
     send_fifo,
     send_many,
     tasks,
     wait_for_moved,
     wait_for_task,
 )
-from query_client import COMMON_ERROR_SHAPES
-from sqs_testkit import (
-    Counts,
-    counts,
-    md5_of_attributes,
-    raises_code,
-    receive,
-    unique_queue_name,
-)
+from support.clients import COMMON_ERROR_SHAPES
+from support.sqs import Counts, counts, md5_of_attributes, raises_code, receive, unique_queue_name
 
 ALL = {"MessageSystemAttributeNames": ["All"], "MessageAttributeNames": ["All"]}
 
@@ -526,7 +517,7 @@ def _own_server_with_full_dlq(server_factory: Any, make_client: Any, db: Any, n:
 
 @pytest.mark.server_process
 def test_a_move_task_killed_mid_way_resumes_after_restart_and_moves_every_message_once(
-        tmp_path, server_factory, make_client):
+        tmp_path, server_factory, make_client, serve_with_client):
     db = tmp_path / "redrive-kill.db"
     first, client, source, dlq, dlq_arn, ids = _own_server_with_full_dlq(server_factory, make_client, db, 300)
     handle = client.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=100)["TaskHandle"]
@@ -534,8 +525,7 @@ def test_a_move_task_killed_mid_way_resumes_after_restart_and_moves_every_messag
     first.kill()
     assert 0 < moved_before < 300, f"the kill should land mid-task (moved {moved_before})"
 
-    second = server_factory(db, "--test-clock")
-    client = make_client(second.endpoint)
+    second, client = serve_with_client(db)
     task = wait_for_task(client, dlq_arn, timeout=20)
     assert task["Status"] == "COMPLETED", task
     assert task["ApproximateNumberOfMessagesMoved"] == 300
@@ -555,14 +545,14 @@ def test_a_move_task_killed_mid_way_resumes_after_restart_and_moves_every_messag
 
 
 @pytest.mark.server_process
-def test_a_running_task_survives_a_clean_restart_and_keeps_its_handle(tmp_path, server_factory, make_client):
+def test_a_running_task_survives_a_clean_restart_and_keeps_its_handle(
+        tmp_path, server_factory, make_client, serve_with_client):
     db = tmp_path / "redrive-restart.db"
     first, client, source, dlq, dlq_arn, ids = _own_server_with_full_dlq(server_factory, make_client, db, 40)
     handle = client.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=10)["TaskHandle"]
     wait_for_moved(client, dlq_arn, at_least=2)
     first.stop()
-    second = server_factory(db, "--test-clock")
-    client = make_client(second.endpoint)
+    second, client = serve_with_client(db)
     task = latest_task(client, dlq_arn)
     assert task["Status"] == "RUNNING", task
     assert task["TaskHandle"] == handle
@@ -580,14 +570,14 @@ def test_a_running_task_survives_a_clean_restart_and_keeps_its_handle(tmp_path, 
 
 
 @pytest.mark.server_process
-def test_a_task_cancelled_just_before_a_kill_is_cancelled_after_restart(tmp_path, server_factory, make_client):
+def test_a_task_cancelled_just_before_a_kill_is_cancelled_after_restart(
+        tmp_path, server_factory, make_client, serve_with_client):
     db = tmp_path / "redrive-cancel-kill.db"
     first, client, source, dlq, dlq_arn, ids = _own_server_with_full_dlq(server_factory, make_client, db, 40)
     handle = client.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
     client.cancel_message_move_task(TaskHandle=handle)
     first.kill()
-    second = server_factory(db, "--test-clock")
-    client = make_client(second.endpoint)
+    second, client = serve_with_client(db)
     task = wait_for_task(client, dlq_arn)
     assert task["Status"] == "CANCELLED", task
     time.sleep(0.3)

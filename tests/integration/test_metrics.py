@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from metricskit import Scrape, get, scrape, wait_for
-from sqs_testkit import ClockControl, raw_request
+from support.metrics import Scrape, get, scrape, wait_for
+from support.server import ClockControl
+from support.wire import raw_request
 
 pytestmark = pytest.mark.server_process
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sqs_testkit import BAD_ATTRIBUTE_VALUE, Counts, counts, raises_code, raises_modeled, receive
+from support.sqs import BAD_ATTRIBUTE_VALUE, VALUES_AT_THE_EDGES, Counts, counts, raises_code, raises_modeled, receive
 
 ACCOUNT = "000000000000"
 
@@ -108,17 +108,7 @@ def test_the_approximate_counters_track_visible_in_flight_and_delayed_messages(s
     assert counts(sqs, queue_url) == Counts(2, 0, 1)
 
 
-@pytest.mark.parametrize("name,value", [
-    ("VisibilityTimeout", "0"),
-    ("VisibilityTimeout", "43200"),
-    ("DelaySeconds", "900"),
-    ("MaximumMessageSize", "1024"),
-    ("MaximumMessageSize", "1048576"),
-    ("MessageRetentionPeriod", "60"),
-    ("MessageRetentionPeriod", "1209600"),
-    ("ReceiveMessageWaitTimeSeconds", "20"),
-    ("SqsManagedSseEnabled", "false"),
-])
+@pytest.mark.parametrize("name,value", [*VALUES_AT_THE_EDGES, ("SqsManagedSseEnabled", "false")])
 def test_set_queue_attributes_changes_a_writable_attribute(sqs, queue_url, name, value):
     sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={name: value})
     assert _get(sqs, queue_url, name) == {name: value}

@@ -7,7 +7,8 @@ import json
 
 import pytest
 from botocore.exceptions import ClientError
-from sqs_testkit import raises_modeled, raw_json_call
+from support.sqs import raises_modeled
+from support.wire import raw_json_call
 
 
 @pytest.mark.parametrize("name, value", [("DeduplicationScope", "messageGroup"),

@@ -6,8 +6,9 @@ import uuid
 
 import pytest
 from botocore.exceptions import ClientError
-from sqs_testkit import (
+from support.sqs import (
     BAD_ATTRIBUTE_VALUE,
+    VALUES_AT_THE_EDGES,
     Counts,
     counts,
     raises_code,
@@ -134,16 +135,7 @@ def test_create_queue_with_an_out_of_range_attribute_fails_and_makes_no_queue(
         sqs.get_queue_url(QueueName=queue_name)
 
 
-@pytest.mark.parametrize("name,value", [
-    ("VisibilityTimeout", "0"),
-    ("VisibilityTimeout", "43200"),
-    ("DelaySeconds", "900"),
-    ("MaximumMessageSize", "1024"),
-    ("MaximumMessageSize", "1048576"),
-    ("MessageRetentionPeriod", "60"),
-    ("MessageRetentionPeriod", "1209600"),
-    ("ReceiveMessageWaitTimeSeconds", "20"),
-])
+@pytest.mark.parametrize("name,value", VALUES_AT_THE_EDGES)
 def test_create_queue_accepts_attribute_values_at_the_edges_of_their_range(
         sqs, queue_name, name, value):
     url = sqs.create_queue(QueueName=queue_name, Attributes={name: value})["QueueUrl"]

@@ -9,7 +9,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sqs_testkit import Counts, counts, raw_json_call, receive
+from support.sqs import Counts, counts, receive
+from support.wire import raw_json_call
 
 
 def browse(endpoint: str, queue_url: str, **members: Any) -> dict[str, Any]:
@@ -97,10 +98,9 @@ def test_browse_pages_are_complete_and_in_send_order_while_messages_are_sent(
 
 
 def test_counts_and_browse_follow_the_database_file_the_server_wrote_back_after_it_was_deleted(
-        tmp_path: Any, server_factory: Any, make_client: Any) -> None:
+        tmp_path: Any, serve_with_client: Any) -> None:
     db = tmp_path / "q.db"
-    server = server_factory(db, "--test-clock")
-    client = make_client(server.endpoint)
+    server, client = serve_with_client(db)
     url = client.create_queue(QueueName="restored")["QueueUrl"]
     for i in range(10):
         client.send_message(QueueUrl=url, MessageBody=f"before{i}")
@@ -142,10 +142,9 @@ def test_fifo_counts_follow_receives_retried_receives_and_visibility_ends(sqs: A
 
 
 def test_reads_running_all_the_time_do_not_keep_the_write_ahead_log_from_being_checkpointed(
-        tmp_path: Any, server_factory: Any, make_client: Any) -> None:
+        tmp_path: Any, serve_with_client: Any, make_client: Any) -> None:
     db = tmp_path / "q.db"
-    server = server_factory(db, "--test-clock")
-    client = make_client(server.endpoint)
+    server, client = serve_with_client(db)
     url = client.create_queue(QueueName="busy")["QueueUrl"]
     stop = threading.Event()
     reads = [0]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 from botocore.exceptions import ClientError
-from fifo_kit import got, make_fifo, rcv, send
-from sqs_testkit import Counts, assert_code, counts, receive
+from support.fifo import got, make_fifo, rcv, send
+from support.sqs import Counts, assert_code, counts, receive
 
 
 def expired(handle: str) -> str:

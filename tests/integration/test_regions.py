@@ -3,7 +3,7 @@ region the request is signed for (AWS: the region is in the URL's host; here, in
 
 from __future__ import annotations
 
-from sqs_testkit import receive
+from support.sqs import receive
 
 
 def test_queues_of_one_name_in_two_regions_have_different_urls(server, make_client, queue_name):

@@ -12,7 +12,8 @@ import threading
 import time
 
 import pytest
-from sqs_testkit import ClockControl, Counts, counts, receive, receive_all
+from support.server import ClockControl
+from support.sqs import Counts, counts, receive, receive_all
 
 pytestmark = pytest.mark.server_process
 
@@ -26,10 +27,9 @@ def _integrity_ok(db_path) -> None:
 
 
 def test_messages_visibility_attributes_and_tags_survive_a_sigkill(
-        server_factory, tmp_path, make_client):
+        serve_with_client, tmp_path):
     db = tmp_path / "restart.db"
-    first = server_factory(db, "--test-clock")
-    sqs = make_client(first.endpoint)
+    first, sqs = serve_with_client(db)
     attributes = {"VisibilityTimeout": "45", "MessageRetentionPeriod": "86400",
                   "MaximumMessageSize": "4096", "DelaySeconds": "0"}
     tags = {"durable": "yes", "owner": "tests"}
@@ -52,8 +52,7 @@ def test_messages_visibility_attributes_and_tags_survive_a_sigkill(
 
     first.kill()
 
-    second = server_factory(db, "--test-clock")
-    sqs = make_client(second.endpoint)
+    second, sqs = serve_with_client(db)
     clock = ClockControl(second.endpoint)
     url = sqs.get_queue_url(QueueName="durable")["QueueUrl"]
     assert counts(sqs, url) == Counts(15, 3, 0), "18 messages, the 3 in flight still invisible"
@@ -78,10 +77,9 @@ def test_messages_visibility_attributes_and_tags_survive_a_sigkill(
 
 
 def test_a_receipt_handle_issued_before_a_restart_still_deletes_its_message(
-        server_factory, tmp_path, make_client):
+        serve_with_client, tmp_path):
     db = tmp_path / "handles.db"
-    first = server_factory(db, "--test-clock")
-    sqs = make_client(first.endpoint)
+    first, sqs = serve_with_client(db)
     url = sqs.create_queue(QueueName="handles")["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody="one")
     sqs.send_message(QueueUrl=url, MessageBody="two")
@@ -89,8 +87,7 @@ def test_a_receipt_handle_issued_before_a_restart_still_deletes_its_message(
     assert len(held) == 2
     first.stop()
 
-    second = server_factory(db, "--test-clock")
-    sqs = make_client(second.endpoint)
+    second, sqs = serve_with_client(db)
     url = sqs.get_queue_url(QueueName="handles")["QueueUrl"]
     sqs.delete_message(QueueUrl=url, ReceiptHandle=held[0]["ReceiptHandle"])
     sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=held[1]["ReceiptHandle"],
@@ -102,10 +99,9 @@ def test_a_receipt_handle_issued_before_a_restart_still_deletes_its_message(
 
 
 def test_a_deleted_queue_stays_deleted_and_a_purge_stays_purged_after_a_sigkill(
-        server_factory, tmp_path, make_client):
+        serve_with_client, tmp_path):
     db = tmp_path / "deletes.db"
-    first = server_factory(db, "--test-clock")
-    sqs = make_client(first.endpoint)
+    first, sqs = serve_with_client(db)
     gone = sqs.create_queue(QueueName="gone")["QueueUrl"]
     purged = sqs.create_queue(QueueName="purged")["QueueUrl"]
     for url in (gone, purged):
@@ -114,8 +110,7 @@ def test_a_deleted_queue_stays_deleted_and_a_purge_stays_purged_after_a_sigkill(
     sqs.purge_queue(QueueUrl=purged)
     first.kill()
 
-    second = server_factory(db, "--test-clock")
-    sqs = make_client(second.endpoint)
+    second, sqs = serve_with_client(db)
     with pytest.raises(sqs.exceptions.QueueDoesNotExist):
         sqs.get_queue_url(QueueName="gone")
     url = sqs.get_queue_url(QueueName="purged")["QueueUrl"]
@@ -124,10 +119,9 @@ def test_a_deleted_queue_stays_deleted_and_a_purge_stays_purged_after_a_sigkill(
 
 
 def test_every_acknowledged_send_survives_a_sigkill_under_load_and_no_deleted_message_returns(
-        server_factory, tmp_path, make_client):
+        serve_with_client, tmp_path, make_client):
     db = tmp_path / "load.db"
-    first = server_factory(db, "--test-clock")
-    setup = make_client(first.endpoint)
+    first, setup = serve_with_client(db)
     url = setup.create_queue(QueueName="load")["QueueUrl"]
 
     stop = threading.Event()
@@ -183,8 +177,7 @@ def test_every_acknowledged_send_survives_a_sigkill_under_load_and_no_deleted_me
         assert not t.is_alive()
     assert len(acked_sends) > 20, "the load barely ran"
 
-    second = server_factory(db, "--test-clock")
-    sqs = make_client(second.endpoint)
+    second, sqs = serve_with_client(db)
     clock = ClockControl(second.endpoint)
     url = sqs.get_queue_url(QueueName="load")["QueueUrl"]
     clock.advance(3600)  # everything in flight is visible again

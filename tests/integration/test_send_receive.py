@@ -5,17 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from sqs_testkit import (
-    Counts,
-    counts,
-    md5_of_body,
-    raises_code,
-    raises_modeled,
-    raw_json_call,
-    receive,
-    receive_all,
-    send_bodies,
-)
+from support.sqs import Counts, counts, md5_of_body, raises_code, raises_modeled, receive, receive_all, send_bodies
+from support.wire import raw_json_call
 
 # --- the basic round trip ------------------------------------------------------------
 

@@ -9,7 +9,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-from sqs_testkit import ClockControl, receive
+from support.server import ClockControl
+from support.sqs import receive
 
 pytestmark = pytest.mark.server_process
 

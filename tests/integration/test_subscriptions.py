@@ -14,8 +14,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from sqs_testkit import ClockControl, counts, receive
-from subscription_kit import extension_call, subscribe, table_rows
+from support.server import ClockControl
+from support.sqs import counts, receive
+from support.subscriptions import extension_call, subscribe, table_rows
 
 MESSAGES = 1000
 

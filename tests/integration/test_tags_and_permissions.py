@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from sqs_testkit import raises_code, raises_modeled
+from support.sqs import raises_code, raises_modeled
 
 # --- tags --------------------------------------------------------------------------------
 

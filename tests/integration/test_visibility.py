@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from botocore.exceptions import ClientError
-from sqs_testkit import Counts, assert_code, counts, raises_code, raises_modeled, receive
+from support.sqs import Counts, assert_code, counts, raises_code, raises_modeled, receive
 
 NOT_CHANGEABLE = ("InvalidParameterValue", "ReceiptHandleIsInvalid",
                   "AWS.SimpleQueueService.MessageNotInflight")

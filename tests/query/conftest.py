@@ -5,19 +5,10 @@ The server fixtures (`server`, `clock`, `queue_name`, ...) come from tests/conft
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-TESTS_DIR = Path(__file__).resolve().parent.parent
-QUERY_DIR = Path(__file__).resolve().parent
-for folder in (TESTS_DIR, QUERY_DIR):  # query_client and query_testkit, whatever the import mode
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-
-from query_client import make_query_client
+from support.clients import make_query_client
 
 
 def pytest_configure(config: pytest.Config) -> None:

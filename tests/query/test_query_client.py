@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl
 
 import pytest
 from botocore.exceptions import ClientError
-from query_client import make_query_client
+from support.clients import make_query_client
 
 
 def md5_of_attributes(attributes: dict[str, dict[str, Any]]) -> str:

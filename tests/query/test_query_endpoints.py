@@ -7,15 +7,9 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-import uuid
 
 import pytest
-from query_testkit import query_get, query_post
-
-
-@pytest.fixture
-def qname() -> str:
-    return f"endpoints-{uuid.uuid4().hex[:12]}"
+from support.wire import query_get, query_post
 
 
 def _path(url: str) -> str:
@@ -30,8 +24,8 @@ def _create(endpoint: str, name: str) -> str:
     return url
 
 
-def test_a_get_on_the_queue_url_sends_with_the_parameters_in_the_query_string(server, qname):
-    url = _create(server.endpoint, qname)
+def test_a_get_on_the_queue_url_sends_with_the_parameters_in_the_query_string(server, queue_name):
+    url = _create(server.endpoint, queue_name)
     sent = query_get(server.endpoint, {"Action": "SendMessage", "MessageBody": "by GET"}, path=_path(url), sign=None)
     assert sent.status == 200, sent.body
     received = query_get(server.endpoint, {"Action": "ReceiveMessage"}, path=_path(url), sign=None)
@@ -39,22 +33,22 @@ def test_a_get_on_the_queue_url_sends_with_the_parameters_in_the_query_string(se
     assert received.text("ReceiveMessageResult/Message/MessageId") == sent.text("SendMessageResult/MessageId")
 
 
-@pytest.mark.parametrize("action, extra", [("CreateQueue", {"QueueName": "{qname}-other"}), ("ListQueues", {}),
-                                           ("GetQueueUrl", {"QueueName": "{qname}"})])
+@pytest.mark.parametrize("action, extra", [("CreateQueue", {"QueueName": "{queue_name}-other"}), ("ListQueues", {}),
+                                           ("GetQueueUrl", {"QueueName": "{queue_name}"})])
 @pytest.mark.parametrize("method", ["POST", "GET"])
-def test_an_action_that_is_not_queue_scoped_on_a_queue_url_is_invalid_action(server, qname, action, extra, method):
-    url = _create(server.endpoint, qname)
-    params = {"Action": action, **{k: v.format(qname=qname) for k, v in extra.items()}}
+def test_an_action_that_is_not_queue_scoped_on_a_queue_url_is_invalid_action(server, queue_name, action, extra, method):
+    url = _create(server.endpoint, queue_name)
+    params = {"Action": action, **{k: v.format(queue_name=queue_name) for k, v in extra.items()}}
     resp = (query_post if method == "POST" else query_get)(server.endpoint, params, path=_path(url))
     assert resp.status == 400, resp.body
     assert resp.text("Error/Code") == "InvalidAction"
     assert resp.text("Error/Message") == f"The action {action} is not valid for this endpoint."
-    listed = query_post(server.endpoint, {"Action": "ListQueues", "QueueNamePrefix": qname})
+    listed = query_post(server.endpoint, {"Action": "ListQueues", "QueueNamePrefix": queue_name})
     assert listed.texts("ListQueuesResult/QueueUrl") == [url]  # nothing was created
 
 
-def test_a_get_on_a_queue_url_without_an_action_is_a_404_unknown_operation(server, qname):
-    url = _create(server.endpoint, qname)
+def test_a_get_on_a_queue_url_without_an_action_is_a_404_unknown_operation(server, queue_name):
+    url = _create(server.endpoint, queue_name)
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(url, timeout=10)
     with info.value as error:
@@ -62,8 +56,8 @@ def test_a_get_on_a_queue_url_without_an_action_is_a_404_unknown_operation(serve
         assert error.read() == b"<UnknownOperationException/>"
 
 
-def test_an_empty_receive_is_an_empty_receive_message_result_element(server, qname):
-    url = _create(server.endpoint, qname)
+def test_an_empty_receive_is_an_empty_receive_message_result_element(server, queue_name):
+    url = _create(server.endpoint, queue_name)
     resp = query_post(server.endpoint, {"Action": "ReceiveMessage"}, path=_path(url))
     assert resp.status == 200
     assert b"<ReceiveMessageResult/>" in resp.body
@@ -82,9 +76,9 @@ def _json_query(endpoint: str, params: dict[str, str], path: str = "/") -> tuple
             return error.code, error.headers["Content-Type"], json.loads(error.read())
 
 
-def test_accept_json_renders_the_query_document_as_json(server, qname):
-    url = _create(server.endpoint, qname)
-    status, content_type, listed = _json_query(server.endpoint, {"Action": "ListQueues", "QueueNamePrefix": qname})
+def test_accept_json_renders_the_query_document_as_json(server, queue_name):
+    url = _create(server.endpoint, queue_name)
+    status, content_type, listed = _json_query(server.endpoint, {"Action": "ListQueues", "QueueNamePrefix": queue_name})
     assert (status, content_type) == (200, "application/json")
     assert listed["ListQueuesResponse"]["ListQueuesResult"]["queueUrls"] == [url]
     assert listed["ListQueuesResponse"]["ResponseMetadata"]["RequestId"]
@@ -108,7 +102,7 @@ def test_accept_json_renders_an_error_as_the_error_document(server):
     assert error["ErrorResponse"]["Error"]["Type"] == "Sender"
 
 
-def test_without_accept_json_the_answer_is_xml(server, qname):
-    resp = query_post(server.endpoint, {"Action": "CreateQueue", "QueueName": qname})
+def test_without_accept_json_the_answer_is_xml(server, queue_name):
+    resp = query_post(server.endpoint, {"Action": "CreateQueue", "QueueName": queue_name})
     assert resp.headers["content-type"].startswith("text/xml")
     assert resp.text("CreateQueueResult/QueueUrl")

@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
-from query_testkit import NS, query_get, query_post
+from support.wire import NS, query_get, query_post
 
 # Every character class XML 1.0 allows, at its edges, and the ones markup needs escaped.
 EVERY_ALLOWED = ("\t\n\r \x7f\u0080\u00ff\u0100\u07ff\u0800\ud7ff\ue000\ufffd"
                  "\U00010000\U0001F600\U0010ffff&<>\"' ]]> &amp; &#xD;")
-
-
-@pytest.fixture
-def qname() -> str:
-    return f"raw-{uuid.uuid4().hex[:12]}"
 
 
 def create(endpoint: str, name: str, **kwargs) -> str:
@@ -30,8 +24,8 @@ def path_of(url: str) -> str:
     return "/" + url.split("/", 3)[3]
 
 
-def test_a_query_string_signed_get_runs_an_action_in_the_credential_scope_region(server, qname):
-    resp = query_get(server.endpoint, {"Action": "CreateQueue", "QueueName": qname,
+def test_a_query_string_signed_get_runs_an_action_in_the_credential_scope_region(server, queue_name):
+    resp = query_get(server.endpoint, {"Action": "CreateQueue", "QueueName": queue_name,
                                        "Attribute.1.Name": "VisibilityTimeout", "Attribute.1.Value": "41"},
                      region="ap-southeast-2")
     assert resp.status == 200, resp.body
@@ -43,15 +37,15 @@ def test_a_query_string_signed_get_runs_an_action_in_the_credential_scope_region
     attributes = dict(zip(resp.texts("GetQueueAttributesResult/Attribute/Name"),
                           resp.texts("GetQueueAttributesResult/Attribute/Value")))
     assert attributes["VisibilityTimeout"] == "41"
-    assert attributes["QueueArn"] == f"arn:aws:sqs:ap-southeast-2:000000000000:{qname}"
+    assert attributes["QueueArn"] == f"arn:aws:sqs:ap-southeast-2:000000000000:{queue_name}"
     # the queue lives in that region only
-    missing = query_get(server.endpoint, {"Action": "GetQueueUrl", "QueueName": qname}, region="us-east-1")
+    missing = query_get(server.endpoint, {"Action": "GetQueueUrl", "QueueName": queue_name}, region="us-east-1")
     assert missing.status == 400
     assert missing.text("Error/Code") == "AWS.SimpleQueueService.NonExistentQueue"
 
 
-def test_a_query_string_signed_get_sends_and_receives(server, qname):
-    url = create(server.endpoint, qname)
+def test_a_query_string_signed_get_sends_and_receives(server, queue_name):
+    url = create(server.endpoint, queue_name)
     body = "get \r\n body \U0001F600 & <b>"
     sent = query_get(server.endpoint, {"Action": "SendMessage", "MessageBody": body}, path=path_of(url))
     assert sent.status == 200, sent.body
@@ -62,19 +56,19 @@ def test_a_query_string_signed_get_sends_and_receives(server, qname):
     assert received.text("ReceiveMessageResult/Message/MessageId") == sent.text("SendMessageResult/MessageId")
 
 
-def test_a_header_signed_get_takes_the_region_from_the_authorization_header(server, qname):
-    resp = query_get(server.endpoint, {"Action": "CreateQueue", "QueueName": qname}, sign="header",
+def test_a_header_signed_get_takes_the_region_from_the_authorization_header(server, queue_name):
+    resp = query_get(server.endpoint, {"Action": "CreateQueue", "QueueName": queue_name}, sign="header",
                      region="sa-east-1")
     assert resp.status == 200, resp.body
     arn = query_get(server.endpoint, {"Action": "GetQueueAttributes", "AttributeName.1": "QueueArn"},
                     path=path_of(resp.text("CreateQueueResult/QueueUrl")), sign="header", region="sa-east-1")
-    assert arn.text("GetQueueAttributesResult/Attribute/Value") == f"arn:aws:sqs:sa-east-1:000000000000:{qname}"
+    assert arn.text("GetQueueAttributesResult/Attribute/Value") == f"arn:aws:sqs:sa-east-1:000000000000:{queue_name}"
 
 
-def test_a_hand_written_unsigned_form_post_round_trip(server, qname):
+def test_a_hand_written_unsigned_form_post_round_trip(server, queue_name):
     """What a curl or Perl script sends: an unsigned form POST, to / and to the queue URL."""
-    url = create(server.endpoint, qname, sign=False)
-    assert url == f"{server.endpoint}/000000000000/{qname}"
+    url = create(server.endpoint, queue_name, sign=False)
+    assert url == f"{server.endpoint}/000000000000/{queue_name}"
     resp = query_post(server.endpoint, [
         ("Action", "SendMessage"), ("MessageBody", "plus+sign and space"),
         ("MessageAttribute.1.Name", "colour"), ("MessageAttribute.1.Value.DataType", "String"),
@@ -101,21 +95,21 @@ def test_a_hand_written_unsigned_form_post_round_trip(server, qname):
     assert deleted.text("ResponseMetadata/RequestId") == deleted.headers["x-amzn-requestid"]
 
 
-def test_parameters_may_be_split_between_the_query_string_and_the_form_body(server, qname):
-    url = create(server.endpoint, qname)
+def test_parameters_may_be_split_between_the_query_string_and_the_form_body(server, queue_name):
+    url = create(server.endpoint, queue_name)
     resp = query_post(server.endpoint, {"MessageBody": "split"},
                       path=f"{path_of(url)}?Action=SendMessage&Version=2012-11-05", version=False)
     assert resp.status == 200, resp.body
 
 
-def test_a_form_post_without_a_content_type_is_read_as_a_form(server, qname):
-    resp = query_post(server.endpoint, f"Action=CreateQueue&QueueName={qname}".encode(), content_type=None)
+def test_a_form_post_without_a_content_type_is_read_as_a_form(server, queue_name):
+    resp = query_post(server.endpoint, f"Action=CreateQueue&QueueName={queue_name}".encode(), content_type=None)
     assert resp.status == 200, resp.body
 
 
 @pytest.mark.parametrize("sign", ["query", None])
-def test_cr_emoji_and_every_allowed_character_round_trip_through_the_xml(server, qname, sign):
-    url = create(server.endpoint, qname)
+def test_cr_emoji_and_every_allowed_character_round_trip_through_the_xml(server, queue_name, sign):
+    url = create(server.endpoint, queue_name)
     sent = query_post(server.endpoint, {"Action": "SendMessage", "MessageBody": EVERY_ALLOWED,
                                         "MessageAttribute.1.Name": "a",
                                         "MessageAttribute.1.Value.DataType": "String",
@@ -144,8 +138,8 @@ def test_an_error_is_an_xml_error_response_with_the_legacy_code_and_status(serve
     assert resp.text("RequestId") == resp.headers["x-amzn-requestid"]
 
 
-def test_over_limit_is_a_403(server, qname):
-    url = create(server.endpoint, qname)
+def test_over_limit_is_a_403(server, queue_name):
+    url = create(server.endpoint, queue_name)
     actions = ["SendMessage", "ReceiveMessage", "DeleteMessage", "ChangeMessageVisibility",
                "GetQueueAttributes", "GetQueueUrl", "PurgeQueue", "ListDeadLetterSourceQueues"]
     resp = query_post(server.endpoint, [("Action", "AddPermission"), ("QueueUrl", url), ("Label", "l"),
@@ -175,20 +169,20 @@ def test_a_request_with_neither_a_target_nor_an_action_is_missing_action(server)
     assert resp.text("Error/Code") == "MissingAction"
 
 
-def test_a_percent_encoded_lone_surrogate_is_invalid_message_contents(server, qname):
-    url = create(server.endpoint, qname)
+def test_a_percent_encoded_lone_surrogate_is_invalid_message_contents(server, queue_name):
+    url = create(server.endpoint, queue_name)
     resp = query_post(server.endpoint, b"Action=SendMessage&MessageBody=a%ED%A0%80b", path=path_of(url))
     assert resp.status == 400, resp.body
     assert resp.text("Error/Code") == "InvalidMessageContents"
 
 
 @pytest.mark.parametrize("body", [b"Action=SendMessage&MessageBody=%FF%FE", b"Action=SendMessage&MessageBody=\xff"])
-def test_bytes_that_are_not_utf8_are_a_400_and_the_server_keeps_serving(server, qname, body):
-    url = create(server.endpoint, qname)
+def test_bytes_that_are_not_utf8_are_a_400_and_the_server_keeps_serving(server, queue_name, body):
+    url = create(server.endpoint, queue_name)
     resp = query_post(server.endpoint, body, path=path_of(url))
     assert resp.status == 400, resp.body
     assert resp.text("Error/Type") == "Sender"
-    assert create(server.endpoint, qname) == url
+    assert create(server.endpoint, queue_name) == url
 
 
 def test_a_json_target_wins_over_a_form_content_type(server):
@@ -203,8 +197,8 @@ def test_a_json_target_wins_over_a_form_content_type(server):
         assert isinstance(json.loads(answer.read()), dict)
 
 
-def test_batch_results_and_errors_have_the_sqs_element_names(server, qname):
-    url = create(server.endpoint, qname)
+def test_batch_results_and_errors_have_the_sqs_element_names(server, queue_name):
+    url = create(server.endpoint, queue_name)
     resp = query_post(server.endpoint, {
         "Action": "SendMessageBatch", "QueueUrl": url,
         "SendMessageBatchRequestEntry.1.Id": "ok", "SendMessageBatchRequestEntry.1.MessageBody": "fine",

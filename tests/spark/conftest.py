@@ -6,8 +6,8 @@ default `pytest` run deselects and `.ci/run` selects in a step of its own:
 Java they fail with what to install, and a skip is turned into a failure, so CI can
 not pass without having run them.
 
-Why one session and a real-clock server: a SparkSession takes 5-10 s to start here
-(SPARK.md section 2), and Spark's own timing (micro-batches, task kills) cannot be
+Why one session and a real-clock server: a SparkSession takes 5-10 s to start here,
+and Spark's own timing (micro-batches, task kills) cannot be
 moved by the server's test clock, so visibility timeouts in these tests are real and
 short (2-3 s).
 
@@ -24,15 +24,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
-from serverkit import REPO_ROOT, Server
-from serverkit import start as start_server
+from support.clients import json_client
+from support.server import REPO_ROOT, Server, start
+from support.sqs import arn_of, redrive_policy
 
 SPARK_DIR = Path(__file__).resolve().parent
-if str(SPARK_DIR) not in sys.path:  # sparkkit, whatever the import mode
-    sys.path.insert(0, str(SPARK_DIR))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -56,7 +53,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.fixture(scope="session")
 def qserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     # On the real clock: Spark's own timing cannot follow the server's test clock.
-    server = start_server(tmp_path_factory.mktemp("spark-server") / "queues.db", "--log-level", "warning")
+    server = start(tmp_path_factory.mktemp("spark-server") / "queues.db", "--log-level", "warning")
     yield server
     server.stop()
 
@@ -67,15 +64,14 @@ def endpoint(qserver: Server) -> str:
 
 
 @pytest.fixture(scope="session")
-def sqs(endpoint: str) -> Any:
-    session = boto3.session.Session(aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1")
-    return session.client("sqs", endpoint_url=endpoint,
-                          config=Config(retries={"max_attempts": 1}, connect_timeout=5, read_timeout=45))
+def spark_sqs(endpoint: str) -> Any:
+    """A JSON client of the Spark tier's own (real-clock) server."""
+    return json_client(endpoint)
 
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The one SparkSession: local[2], no UI, the JVM flags SPARK.md measured as cheaper."""
+    """The one SparkSession: local[2], no UI, JVM flags that start it faster."""
     from queueserver.spark import PySparkMissing, require_pyspark
 
     try:
@@ -119,11 +115,11 @@ def _no_leftover_queries(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture
-def make_queue(sqs: Any) -> Callable[..., str]:
-    """make_queue(name="q", fifo=False, attributes=None, dead_letter_after=None) -> URL of a fresh queue.
+def make_spark_queue(spark_sqs: Any) -> Callable[..., str]:
+    """make_spark_queue(name="q", fifo=False, attributes=None, dead_letter_after=None) -> URL of a fresh queue.
 
     With dead_letter_after=N the queue gets a fresh dead-letter queue (its URL is in
-    `make_queue.dead_letters[url]`) and a RedrivePolicy with maxReceiveCount N.
+    `make_spark_queue.dead_letters[url]`) and a RedrivePolicy with maxReceiveCount N.
     """
     dead_letters: dict[str, str] = {}
 
@@ -135,11 +131,11 @@ def make_queue(sqs: Any) -> Callable[..., str]:
             attrs.setdefault("FifoQueue", "true")
         dlq_url = None
         if dead_letter_after is not None:
-            dlq_url = sqs.create_queue(QueueName=f"{name}-dlq-{uuid.uuid4().hex[:8]}{suffix}",
+            dlq_url = spark_sqs.create_queue(QueueName=f"{name}-dlq-{uuid.uuid4().hex[:8]}{suffix}",
                                        Attributes={"FifoQueue": "true"} if fifo else {})["QueueUrl"]
-            arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-            attrs["RedrivePolicy"] = f'{{"deadLetterTargetArn": "{arn}", "maxReceiveCount": "{dead_letter_after}"}}'
-        url = str(sqs.create_queue(QueueName=f"{name}-{uuid.uuid4().hex[:10]}{suffix}", Attributes=attrs)["QueueUrl"])
+            attrs["RedrivePolicy"] = redrive_policy(arn_of(spark_sqs, dlq_url), str(dead_letter_after))
+        url = str(spark_sqs.create_queue(QueueName=f"{name}-{uuid.uuid4().hex[:10]}{suffix}",
+                                         Attributes=attrs)["QueueUrl"])
         if dlq_url is not None:
             dead_letters[url] = dlq_url
         return url

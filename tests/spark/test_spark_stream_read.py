@@ -8,16 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sparkkit import counts, send, wait_for
+from support.spark import load, send, wait_for
+from support.sqs import visible_and_in_flight
 
 pytestmark = pytest.mark.spark
 
 
 def stream(spark: Any, endpoint: str, queue_url: str, **options: str) -> Any:
-    reader = spark.readStream.format("queueserver").option("endpoint", endpoint).option("queue", queue_url)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
+    return load(spark.readStream, endpoint, queue_url, **options)
 
 
 def run_available_now(df: Any, sink: Any, checkpoint: Path, timeout: float = 90) -> None:
@@ -29,9 +27,10 @@ def run_available_now(df: Any, sink: Any, checkpoint: Path, timeout: float = 90)
 
 
 def test_available_now_drains_the_queue_in_limited_batches_and_acknowledges_every_message(
-        spark: Any, endpoint: str, sqs: Any, make_queue: Any, tmp_path: Path) -> None:
-    url = make_queue("drain")
-    send(sqs, url, [f"m{i}" for i in range(35)], MessageAttributes={"kind": {"DataType": "String", "StringValue": "t"}})
+        spark: Any, endpoint: str, spark_sqs: Any, make_spark_queue: Any, tmp_path: Path) -> None:
+    url = make_spark_queue("drain")
+    send(spark_sqs, url, [f"m{i}" for i in range(35)],
+         MessageAttributes={"kind": {"DataType": "String", "StringValue": "t"}})
     batches: list[list[Any]] = []
 
     def sink(df: Any, batch_id: int) -> None:
@@ -44,13 +43,13 @@ def test_available_now_drains_the_queue_in_limited_batches_and_acknowledges_ever
     assert [len(b) for b in batches if b] == [10, 10, 10, 5]
     first = batches[0][0]
     assert first.attributes == {"kind": "t"} and first.receive_count == 1 and first.receipt_handle is None
-    assert counts(sqs, url) == (0, 0)  # the last batch too: nothing left in flight
+    assert visible_and_in_flight(spark_sqs, url) == (0, 0)  # the last batch too: nothing left in flight
 
 
 def test_a_failing_sink_leaves_its_batch_on_the_queue_and_it_comes_back_after_the_visibility_timeout(
-        spark: Any, endpoint: str, sqs: Any, make_queue: Any, tmp_path: Path) -> None:
-    url = make_queue("failing-sink")
-    send(sqs, url, [f"f{i}" for i in range(12)])
+        spark: Any, endpoint: str, spark_sqs: Any, make_spark_queue: Any, tmp_path: Path) -> None:
+    url = make_spark_queue("failing-sink")
+    send(spark_sqs, url, [f"f{i}" for i in range(12)])
 
     def failing(df: Any, batch_id: int) -> None:
         df.count()
@@ -60,8 +59,8 @@ def test_a_failing_sink_leaves_its_batch_on_the_queue_and_it_comes_back_after_th
         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
     with pytest.raises(Exception, match="the sink could not write"):
         query.awaitTermination(60)
-    assert counts(sqs, url) == (0, 12)  # received, not deleted
-    wait_for(lambda: counts(sqs, url) == (12, 0), "the failed batch to come back", timeout=15)
+    assert visible_and_in_flight(spark_sqs, url) == (0, 12)  # received, not deleted
+    wait_for(lambda: visible_and_in_flight(spark_sqs, url) == (12, 0), "the failed batch to come back", timeout=15)
 
     seen: list[Any] = []
     # The same checkpoint: Spark replays the failed batch, which this new run does not hold
@@ -69,13 +68,13 @@ def test_a_failing_sink_leaves_its_batch_on_the_queue_and_it_comes_back_after_th
     run_available_now(stream(spark, endpoint, url), lambda df, _: seen.extend(df.collect()), tmp_path / "ck")
     assert sorted(r.body for r in seen) == sorted(f"f{i}" for i in range(12))
     assert {r.receive_count for r in seen} == {2}
-    assert counts(sqs, url) == (0, 0)
+    assert visible_and_in_flight(spark_sqs, url) == (0, 0)
 
 
 def test_with_release_on_stop_a_failed_batch_is_visible_again_at_once(
-        spark: Any, endpoint: str, sqs: Any, make_queue: Any, tmp_path: Path) -> None:
-    url = make_queue("release-on-stop")
-    send(sqs, url, [f"r{i}" for i in range(4)])
+        spark: Any, endpoint: str, spark_sqs: Any, make_spark_queue: Any, tmp_path: Path) -> None:
+    url = make_spark_queue("release-on-stop")
+    send(spark_sqs, url, [f"r{i}" for i in range(4)])
 
     def failing(df: Any, batch_id: int) -> None:
         raise RuntimeError("the sink could not write")
@@ -85,41 +84,41 @@ def test_with_release_on_stop_a_failed_batch_is_visible_again_at_once(
     with pytest.raises(Exception, match="the sink could not write"):
         query.awaitTermination(60)
     # Spark ends the source's process with SIGTERM; the reader releases what it held (visibility 0).
-    wait_for(lambda: counts(sqs, url) == (4, 0), "the released batch", timeout=15)
+    wait_for(lambda: visible_and_in_flight(spark_sqs, url) == (4, 0), "the released batch", timeout=15)
 
 
 def test_the_heartbeat_keeps_a_batch_longer_than_the_visibility_timeout_from_a_competing_consumer(
-        spark: Any, endpoint: str, sqs: Any, make_queue: Any, tmp_path: Path) -> None:
+        spark: Any, endpoint: str, spark_sqs: Any, make_spark_queue: Any, tmp_path: Path) -> None:
     stolen: dict[str, list[str]] = {}
     for label, heartbeat in (("with", "0.5"), ("without", "0")):
-        url = make_queue(f"heartbeat-{label}")
-        send(sqs, url, [f"h{i}" for i in range(5)])
+        url = make_spark_queue(f"heartbeat-{label}")
+        send(spark_sqs, url, [f"h{i}" for i in range(5)])
 
         def slow(df: Any, batch_id: int, url: str = url, label: str = label) -> None:
             df.count()
             got = stolen.setdefault(label, [])
             deadline = time.monotonic() + 5  # 2.5 visibility timeouts
             while time.monotonic() < deadline:
-                got += [m["Body"] for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                got += [m["Body"] for m in spark_sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
                                                                VisibilityTimeout=30).get("Messages", [])]
                 time.sleep(0.2)
 
         run_available_now(stream(spark, endpoint, url, visibilityTimeout="2", heartbeatInterval=heartbeat),
                           slow, tmp_path / f"ck-{label}")
         if label == "with":
-            assert counts(sqs, url) == (0, 0)
+            assert visible_and_in_flight(spark_sqs, url) == (0, 0)
     assert stolen["with"] == []
     assert sorted(stolen["without"]) == [f"h{i}" for i in range(5)]  # the control: the test can see a theft
 
 
 def test_fifo_messages_of_one_group_stay_in_one_partition_in_order(
-        spark: Any, endpoint: str, sqs: Any, make_queue: Any, tmp_path: Path) -> None:
+        spark: Any, endpoint: str, spark_sqs: Any, make_spark_queue: Any, tmp_path: Path) -> None:
     from pyspark.sql.functions import spark_partition_id
 
-    url = make_queue("fifo-stream", fifo=True, attributes={"ContentBasedDeduplication": "true"})
+    url = make_spark_queue("fifo-stream", fifo=True, attributes={"ContentBasedDeduplication": "true"})
     groups = ["a", "b", "c", "d"]
     bodies = [f"{groups[i % 4]}-{i // 4}" for i in range(24)]  # interleaved: a-0 b-0 c-0 d-0 a-1 ...
-    send(sqs, url, bodies, MessageGroupId=lambda i: groups[i % 4])
+    send(spark_sqs, url, bodies, MessageGroupId=lambda i: groups[i % 4])
     delivered: list[tuple[int, str, str]] = []
 
     def sink(df: Any, batch_id: int) -> None:
@@ -137,12 +136,12 @@ def test_fifo_messages_of_one_group_stay_in_one_partition_in_order(
             per_batch.setdefault(batch, set()).add(pid)
         assert all(len(pids) == 1 for pids in per_batch.values()), f"group {group} split across partitions"
     assert len({pid for _, pid, _ in delivered}) == 2  # the groups did spread over both partitions
-    assert counts(sqs, url) == (0, 0)
+    assert visible_and_in_flight(spark_sqs, url) == (0, 0)
 
 
 def test_a_running_stream_acknowledges_each_batch_soon_after_its_commit(
-        spark: Any, endpoint: str, sqs: Any, make_queue: Any, tmp_path: Path) -> None:
-    url = make_queue("continuous")
+        spark: Any, endpoint: str, spark_sqs: Any, make_spark_queue: Any, tmp_path: Path) -> None:
+    url = make_spark_queue("continuous")
     seen: list[str] = []
     lock = threading.Lock()
 
@@ -153,11 +152,11 @@ def test_a_running_stream_acknowledges_each_batch_soon_after_its_commit(
     query = stream(spark, endpoint, url, waitTimeSeconds="1").writeStream.foreachBatch(sink) \
         .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="200 milliseconds").start()
     try:
-        send(sqs, url, [f"c{i}" for i in range(7)])
+        send(spark_sqs, url, [f"c{i}" for i in range(7)])
         wait_for(lambda: len(seen) >= 7, "the stream to see the messages")
-        wait_for(lambda: counts(sqs, url) == (0, 0), "the batch to be deleted", timeout=10)
-        send(sqs, url, [f"d{i}" for i in range(3)])
-        wait_for(lambda: counts(sqs, url) == (0, 0) and len(seen) >= 10, "the second batch")
+        wait_for(lambda: visible_and_in_flight(spark_sqs, url) == (0, 0), "the batch to be deleted", timeout=10)
+        send(spark_sqs, url, [f"d{i}" for i in range(3)])
+        wait_for(lambda: visible_and_in_flight(spark_sqs, url) == (0, 0) and len(seen) >= 10, "the second batch")
     finally:
         query.stop()
     assert sorted(seen) == sorted([f"c{i}" for i in range(7)] + [f"d{i}" for i in range(3)])

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sparkkit import counts, send, wait_for
+from support.spark import send, wait_for
+from support.sqs import visible_and_in_flight
 
 pytestmark = pytest.mark.spark
 
@@ -37,13 +38,13 @@ def make_handler(directory: Path, seconds: float = 0.0) -> Any:
 
 
 def test_run_workers_does_every_item_once_and_sends_a_poison_item_to_the_dead_letter_queue(
-        spark: Any, endpoint: str, sqs: Any, make_queue: Any, tmp_path: Path) -> None:
+        spark: Any, endpoint: str, spark_sqs: Any, make_spark_queue: Any, tmp_path: Path) -> None:
     from queueserver.spark import run_workers
 
-    url = make_queue("work", dead_letter_after=2)
-    dlq = make_queue.dead_letters[url]
+    url = make_spark_queue("work", dead_letter_after=2)
+    dlq = make_spark_queue.dead_letters[url]
     items = [f"item-{i}" for i in range(14)] + ["slow", "poison"]
-    send(sqs, url, items)
+    send(spark_sqs, url, items)
 
     result = run_workers(spark, endpoint, url, make_handler(tmp_path), parallelism=2, visibility_timeout=2,
                          wait_time_seconds=1, idle_polls=2)
@@ -52,19 +53,19 @@ def test_run_workers_does_every_item_once_and_sends_a_poison_item_to_the_dead_le
     assert done == Counter({item: 1 for item in items if item != "poison"})  # the 4 s item (visibility 2 s) too
     assert (result.workers, result.succeeded, result.failed) == (2, 15, 2)  # poison failed twice, then moved
     assert result.deleted == 15 and result.extended >= 2
-    assert counts(sqs, url) == (0, 0)
-    moved = sqs.receive_message(QueueUrl=dlq, MessageSystemAttributeNames=["All"])["Messages"]
+    assert visible_and_in_flight(spark_sqs, url) == (0, 0)
+    moved = spark_sqs.receive_message(QueueUrl=dlq, MessageSystemAttributeNames=["All"])["Messages"]
     assert [m["Body"] for m in moved] == ["poison"]
 
 
 def test_a_job_killed_halfway_and_started_again_finishes_the_rest_and_redoes_nothing_that_was_done(
-        spark: Any, endpoint: str, sqs: Any, make_queue: Any, tmp_path: Path) -> None:
+        spark: Any, endpoint: str, spark_sqs: Any, make_spark_queue: Any, tmp_path: Path) -> None:
     from queueserver.spark import run_workers
     from queueserver.spark.connection import browse_page
 
-    url = make_queue("restartable")
+    url = make_spark_queue("restartable")
     items = [f"job-{i}" for i in range(40)]
-    send(sqs, url, items)
+    send(spark_sqs, url, items)
     first_run, second_run = tmp_path / "first", tmp_path / "second"
     first_run.mkdir()
     second_run.mkdir()
@@ -87,7 +88,7 @@ def test_a_job_killed_halfway_and_started_again_finishes_the_rest_and_redoes_not
     assert not job.is_alive() and "error" in outcome, outcome
     time.sleep(0.5)  # let a delete that was already on the wire land
 
-    remaining = {m["Body"] for m in browse_page(sqs, url)[0]}  # what the queue still holds: not done
+    remaining = {m["Body"] for m in browse_page(spark_sqs, url)[0]}  # what the queue still holds: not done
     done_first = set(recorded(first_run))
     assert 0 < len(remaining) < len(items)
     assert remaining | done_first == set(items)
@@ -100,4 +101,4 @@ def test_a_job_killed_halfway_and_started_again_finishes_the_rest_and_redoes_not
     assert max(again.values()) == 1
     assert not (set(again) & (done_first - remaining))  # nothing whose delete went through is redone
     assert result.succeeded == len(remaining) == result.deleted
-    assert counts(sqs, url) == (0, 0)
+    assert visible_and_in_flight(spark_sqs, url) == (0, 0)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+from support.server import wait_for
+from support.wire import send
+
+__all__ = ["Scrape", "get", "health", "scrape", "wait_for"]
 
 
 class Scrape:
@@ -51,12 +51,8 @@ class Scrape:
 def get(endpoint: str, path: str, timeout: float = 30,
         headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
     """(status, headers with lower-case names, body) of a GET."""
-    request = urllib.request.Request(endpoint + path, headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, {k.lower(): v for k, v in response.headers.items()}, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read()
+    response = send(endpoint + path, "GET", None, headers or {}, timeout)
+    return response.status, response.headers, response.body
 
 
 def scrape(endpoint: str) -> Scrape:
@@ -70,15 +66,3 @@ def health(endpoint: str, path: str, timeout: float = 30) -> tuple[int, dict[str
     """(status, document) of /health or /ready."""
     status, _, body = get(endpoint, path, timeout)
     return status, json.loads(body)
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = 15, interval: float = 0.05) -> Any:
-    """Poll until `condition()` is truthy (an event seen through HTTP); returns its value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        time.sleep(interval)

@@ -7,12 +7,11 @@ order it was given straight off the messages it received.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 import uuid
 from typing import Any
 
-from sqs_testkit import receive, unique_queue_name
+from support.sqs import receive, unique_queue_name
 
 ALL = ["All"]
 PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # every ASCII punctuation character
@@ -84,14 +83,6 @@ def release(sqs: Any, url: str, message: dict[str, Any]) -> None:
 
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def arn_of(sqs: Any, url: str) -> str:
-    return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-
-
-def redrive_policy(dead_letter_arn: str, max_receive_count: int) -> str:
-    return json.dumps({"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": max_receive_count})
 
 
 class LongPoll:

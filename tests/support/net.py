@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import select
 import socket
-import time
 from urllib.parse import urlparse
 
 
@@ -55,11 +54,3 @@ def memory_kib(pid: int) -> dict[str, int]:
 
 def open_descriptors(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def wait_until(predicate, what: str, timeout: float) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)

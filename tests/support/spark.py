@@ -5,14 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import serverkit
-
-
-def counts(sqs: Any, queue_url: str) -> tuple[int, int]:
-    """(visible, in flight) of a queue."""
-    a = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=[
-        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
-    return int(a["ApproximateNumberOfMessages"]), int(a["ApproximateNumberOfMessagesNotVisible"])
+from support import server
 
 
 def send(sqs: Any, queue_url: str, bodies: list[str], **kwargs: Any) -> None:
@@ -29,5 +22,12 @@ def send(sqs: Any, queue_url: str, bodies: list[str], **kwargs: Any) -> None:
 
 
 def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    return serverkit.wait_for(predicate, what, timeout, interval=0.05)
+    return server.wait_for(predicate, what, timeout, interval=0.05)
 
+
+def load(source: Any, endpoint: str, queue_url: str, **options: str) -> Any:
+    """A queueserver DataFrame from `source` (spark.read or spark.readStream) with these options."""
+    reader = source.format("queueserver").option("endpoint", endpoint).option("queue", queue_url)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()

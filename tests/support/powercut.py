@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchkit import Server, ServerError, advance_clock, integrity, make_client, start_server
 from crashkit import QUEUE_NAME, SharedEndpoint, Workload, drain
 from crashledger import ACKED, Figures, Ledger, verify
-from serverproc import Server, ServerError, advance_clock, integrity, make_client, start_server
 
 FS_SCRIPT = Path(__file__).resolve().parent / "powercut_fs.py"
 

@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any
 
-from sqs_testkit import Counts, counts, receive, unique_queue_name
+from support.sqs import Counts, arn_of, counts, receive, redrive_policy, unique_queue_name
 
 TERMINAL_STATUSES = ("COMPLETED", "CANCELLED", "FAILED")
-
-
-def arn_of(client: Any, queue_url: str) -> str:
-    return client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-        "Attributes"]["QueueArn"]
-
-
-def redrive_policy(dead_letter_arn: str, max_receive_count: int | str) -> str:
-    return json.dumps({"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": max_receive_count})
-
-
-def queue_attribute(client: Any, queue_url: str, name: str) -> str | None:
-    attrs = client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=[name]).get("Attributes", {})
-    return attrs.get(name)
 
 
 def make_source_and_dlq(make_queue: Any, client: Any, max_receive_count: int = 1, *, fifo: bool = False,
@@ -70,19 +55,6 @@ def dead_letter_all(client: Any, source_url: str, dlq_url: str, n: int) -> None:
         receive(client, source_url, MaxNumberOfMessages=10, VisibilityTimeout=0)
     assert counts(client, dlq_url).visible == n, counts(client, dlq_url)
     assert counts(client, source_url) == Counts(0, 0, 0)
-
-
-def drain(client: Any, queue_url: str, **kwargs: Any) -> list[dict[str, Any]]:
-    """Receive (and keep in flight for 10 minutes) until a short poll comes back empty."""
-    kwargs.setdefault("MaxNumberOfMessages", 10)
-    kwargs.setdefault("VisibilityTimeout", 600)
-    got: list[dict[str, Any]] = []
-    for _ in range(2000):
-        batch = receive(client, queue_url, **kwargs)
-        if not batch:
-            return got
-        got.extend(batch)
-    raise AssertionError("drain never emptied the queue")
 
 
 def tasks(client: Any, source_arn: str, max_results: int = 10) -> list[dict[str, Any]]:

@@ -1,11 +1,16 @@
-"""A botocore SQS client that speaks the Query/XML protocol, for running tests over both protocols.
+"""The SQS clients of the tests: boto3's JSON client, a botocore client speaking Query/XML, and
+(from scripts/benchkit.py) the never-retrying client of the crash tier.
+
+`json_client` is boto3's own AWS JSON 1.0 client that makes one attempt per call.
+
+`make_query_client` speaks the Query/XML protocol, for running tests over both protocols.
 
 The current botocore speaks JSON to SQS; given the older SQS model (protocol "query", from
 botocore 1.31.80, kept in tests/query/data) first on its data path, it serializes form-encoded
 `Action=...` requests and parses the XML responses instead. Everything else (signing, retries,
 exceptions, paginators) is botocore's own.
 
-    from query_client import make_query_client
+    from support.clients import make_query_client
     sqs = make_query_client(server.endpoint)            # like the JSON fixture's make_client
     sqs = make_query_client(server.endpoint, json_compatible=False)   # the raw Query parse
 
@@ -25,10 +30,15 @@ import functools
 from pathlib import Path
 from typing import Any
 
+import boto3
 import botocore.session
+from benchkit import ResponseCutShort
+from benchkit import make_client as never_retrying_client
 from botocore.config import Config
 
-QUERY_MODEL_DIR = Path(__file__).resolve().parent / "query" / "data"
+__all__ = ["ResponseCutShort", "json_client", "make_query_client", "never_retrying_client"]
+
+QUERY_MODEL_DIR = Path(__file__).resolve().parents[1] / "query" / "data"
 # The errors SQS's JSON model has no shape for: the JSON `__type` AWS answers them with.
 COMMON_ERROR_SHAPES = {
     "InvalidParameterValue": "InvalidParameterValueException",
@@ -36,6 +46,19 @@ COMMON_ERROR_SHAPES = {
 }
 # Lists the server's JSON always carries, even empty, that the model does not mark required.
 ALWAYS_LISTED = {"ListMessageMoveTasks": ("Results",)}
+
+
+@functools.lru_cache(maxsize=1)
+def _boto3_session() -> boto3.session.Session:
+    """One boto3 session with the test credentials: clients built from it reuse the loaded model (fast)."""
+    return boto3.session.Session(aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1")
+
+
+def json_client(endpoint: str, region: str = "us-east-1", **config_kwargs: Any) -> Any:
+    """boto3's JSON client of `endpoint`: one attempt per call (config_kwargs go to botocore's Config)."""
+    config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=45, **config_kwargs)
+    return _boto3_session().client("sqs", region_name=region, endpoint_url=endpoint, aws_access_key_id="test",
+                                 aws_secret_access_key="test", config=config)
 
 
 @functools.lru_cache(maxsize=1)

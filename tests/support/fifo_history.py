@@ -5,7 +5,7 @@ Why the hold check is sound (it cannot blame a correct server):
 * The server holds a group for a receive from its claim, at server time t, until the
   last message of that group in the receive is deleted, released or its visibility
   expires: [t, end]. (A group is available again once its first message is visible,
-  issue 14, so this needs receivers that delete in order and release a group's
+  so this needs receivers that delete in order and release a group's
   messages last first: then its first message is the last to leave.)
 * The client notes `requested_at` (q) before it sends ReceiveMessage and `started` (h)
   when the response is in its hands, so q <= t <= h.

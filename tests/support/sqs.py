@@ -1,8 +1,8 @@
-"""Plain helpers shared by the integration tests (no fixtures here).
+"""What SQS answers and the queue helpers every tier uses, through a client (no fixtures here).
 
-Everything below talks to the server only through its public wire protocol:
-boto3 for the normal paths, and a small SigV4-signed urllib helper for raw
-requests that boto3 refuses to build (garbage bodies, lone surrogates, ...).
+The error checks (class, legacy code, status), the MD5s SQS computes, unique queue names,
+the queue counters, receives and drains, sends, a queue's ARN and a redrive policy. Raw
+requests that boto3 refuses to build are in support/wire.py.
 """
 
 from __future__ import annotations
@@ -12,22 +12,16 @@ import hashlib
 import json
 import re
 import struct
-import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 # The legacy (Query-era) error code that botocore puts in Error.Code, by the
-# JSON shape name that botocore puts in Error.QueryErrorCode (SQS.md 1.8).
+# JSON shape name that botocore puts in Error.QueryErrorCode.
 LEGACY_CODES = {
     "QueueDoesNotExist": "AWS.SimpleQueueService.NonExistentQueue",
     "QueueDeletedRecently": "AWS.SimpleQueueService.QueueDeletedRecently",
@@ -49,7 +43,7 @@ LEGACY_CODES = {
 HTTP_STATUS = {"PurgeQueueInProgress": 403, "OverLimit": 403}
 
 # A bad queue-attribute value: the model's shape is InvalidAttributeValue, the
-# code seen in the wild (Query era) is InvalidParameterValue (SQS.md 1.2).
+# code seen in the wild (Query era) is InvalidParameterValue.
 BAD_ATTRIBUTE_VALUE = ("InvalidAttributeValue", "InvalidParameterValue")
 
 
@@ -89,7 +83,20 @@ def raises_code(*codes: str, status: int = 400) -> Iterator[pytest.ExceptionInfo
     assert_code(info.value, *codes, status=status)
 
 
-# --- MD5s (SQS.md 1.4) -------------------------------------------------------
+# Queue attribute values at the edges of their ranges, every one valid.
+VALUES_AT_THE_EDGES = [
+    ("VisibilityTimeout", "0"),
+    ("VisibilityTimeout", "43200"),
+    ("DelaySeconds", "900"),
+    ("MaximumMessageSize", "1024"),
+    ("MaximumMessageSize", "1048576"),
+    ("MessageRetentionPeriod", "60"),
+    ("MessageRetentionPeriod", "1209600"),
+    ("ReceiveMessageWaitTimeSeconds", "20"),
+]
+
+
+# --- MD5s (as SQS computes them) ---------------------------------------------
 
 
 def md5_of_body(body: str) -> str:
@@ -154,107 +161,64 @@ def receive_all(client: Any, queue_url: str, **kwargs: Any) -> list[dict[str, An
     """Receive until a short poll comes back empty (messages stay in flight)."""
     kwargs.setdefault("MaxNumberOfMessages", 10)
     got: list[dict[str, Any]] = []
-    for _ in range(1000):
+    for _ in range(2000):
         batch = receive(client, queue_url, **kwargs)
         if not batch:
             return got
         assert len(batch) <= kwargs["MaxNumberOfMessages"]
         got.extend(batch)
-    raise AssertionError("receive_all never drained the queue")
+    raise AssertionError("never drained the queue")
 
 
-def send_bodies(client: Any, queue_url: str, bodies: list[str]) -> list[str]:
+def visible(client: Any, queue_url: str) -> int:
+    """ApproximateNumberOfMessages of a queue."""
+    attributes = client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessages"])
+    return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
+
+
+def visible_and_in_flight(client: Any, queue_url: str) -> tuple[int, int]:
+    """(visible, in flight) messages of a queue."""
+    found = counts(client, queue_url)
+    return found.visible, found.in_flight
+
+
+def send_bodies(client: Any, queue_url: str, bodies: list[str], **kwargs: Any) -> list[str]:
+    """One SendMessage per body (kwargs go to each); checks the MD5 and returns the MessageIds."""
     ids = []
     for body in bodies:
-        resp = client.send_message(QueueUrl=queue_url, MessageBody=body)
+        resp = client.send_message(QueueUrl=queue_url, MessageBody=body, **kwargs)
         assert resp["MD5OfMessageBody"] == md5_of_body(body)
         ids.append(resp["MessageId"])
     return ids
 
 
-# --- raw HTTP ------------------------------------------------------------------
+def receive_and_delete_all(client: Any, queue_url: str, **kwargs: Any) -> list[dict[str, Any]]:
+    """Receive and delete until a short poll comes back empty (a consumer that empties the queue)."""
+    kwargs.setdefault("MaxNumberOfMessages", 10)
+    got: list[dict[str, Any]] = []
+    while messages := receive(client, queue_url, **kwargs):
+        got += messages
+        failed = client.delete_message_batch(QueueUrl=queue_url, Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]).get("Failed")
+        assert not failed, failed
+    return got
 
 
-@dataclass
-class RawResponse:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
+def drain(client: Any, queue_url: str, **kwargs: Any) -> list[dict[str, Any]]:
+    """Receive (and keep in flight for 10 minutes) until a short poll comes back empty."""
+    kwargs.setdefault("VisibilityTimeout", 600)
+    return receive_all(client, queue_url, **kwargs)
 
 
-def raw_request(
-    endpoint: str,
-    body: bytes,
-    *,
-    target: str | None = None,
-    content_type: str = "application/x-amz-json-1.0",
-    region: str = "us-east-1",
-    sign: bool = True,
-    method: str = "POST",
-    path: str = "/",
-    timeout: float = 30,
-) -> RawResponse:
-    """Send one hand-made request and return status, headers and body (never raises on 4xx/5xx)."""
-    url = endpoint.rstrip("/") + path
-    headers = {"Content-Type": content_type}
-    if target is not None:
-        headers["X-Amz-Target"] = target
-    if sign:
-        aws_req = AWSRequest(method=method, url=url, data=body, headers=headers)
-        SigV4Auth(Credentials("test", "test"), "sqs", region).add_auth(aws_req)
-        headers = dict(aws_req.headers.items())
-    req = urllib.request.Request(url, data=body if method != "GET" else None, headers=headers, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return RawResponse(resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read())
-    except urllib.error.HTTPError as e:
-        with e:
-            return RawResponse(e.code, {k.lower(): v for k, v in e.headers.items()}, e.read())
+def queue_attribute(client: Any, queue_url: str, name: str) -> str | None:
+    attrs = client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=[name]).get("Attributes", {})
+    return attrs.get(name)
 
 
-def raw_json_call(endpoint: str, action: str, payload: Any, **kwargs: Any) -> RawResponse:
-    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode("utf-8")
-    return raw_request(endpoint, body, target=f"AmazonSQS.{action}", **kwargs)
+def arn_of(client: Any, queue_url: str) -> str:
+    return client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
 
 
-# --- the manual clock --------------------------------------------------------------
-
-
-class ClockControl:
-    """Drives a `--test-clock` server's manual clock through /_queueserver/clock."""
-
-    def __init__(self, endpoint: str):
-        self.url = endpoint.rstrip("/") + "/_queueserver/clock"
-
-    def _call(self, method: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
-        data = json.dumps(payload).encode() if payload is not None else None
-        req = urllib.request.Request(self.url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            assert resp.status == 200
-            result: dict[str, Any] = json.loads(resp.read())
-            return result
-
-    def now_ms(self) -> int:
-        return int(self._call("GET")["now_ms"])
-
-    def timers(self) -> int:
-        """Wake-ups pending on the server's manual clock: each waiting long poll has one."""
-        return int(self._call("GET")["timers"])
-
-    def wait_for_timers(self, count: int, timeout: float = 10) -> None:
-        """Until at least `count` wake-ups are pending: a long poll started has reached its wait."""
-        deadline = time.monotonic() + timeout
-        while self.timers() < count:
-            assert time.monotonic() < deadline, f"no {count} long polls were waiting after {timeout}s"
-            time.sleep(0.01)
-
-    def advance(self, seconds: float) -> int:
-        """Move the clock forward; returns the new now_ms."""
-        before = self.now_ms()
-        now = int(self._call("POST", {"advance_seconds": float(seconds)})["now_ms"])
-        assert now >= before + int(seconds * 1000) - 1, (before, now, seconds)
-        return now
+def redrive_policy(dead_letter_arn: str, max_receive_count: int | str) -> str:
+    return json.dumps({"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": max_receive_count})

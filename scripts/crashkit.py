@@ -35,15 +35,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from benchkit import ACCOUNT, ServerError, advance_clock, integrity, make_client, start_server
 from crashledger import ACKED, REFUSED, UNKNOWN, Figures, Ledger, verify
-from serverproc import (
-    ACCOUNT,
-    ServerError,
-    advance_clock,
-    integrity,
-    make_client,
-    start_server,
-)
 
 QUEUE_NAME = "crash-durability"
 RECEIVE_VT = 2  # seconds: short, so abandoned messages come back and are received again

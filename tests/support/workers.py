@@ -10,31 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
-import urllib.request
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-import serverkit
-from serverkit import REPO_ROOT, Server  # noqa: F401 - re-exported to the worker tests
+from support import server
+from support.server import ClockControl
 
 from queueserver.clock import Cancellable, ManualClock
 
 WAIT_TIMEOUT_S = 15.0  # a guard against hanging, never a claim about speed
-
-
-class ServerClock:
-    """The test-clock server's manual clock, moved through /_queueserver/clock."""
-
-    def __init__(self, endpoint: str) -> None:
-        self._url = endpoint.rstrip("/") + "/_queueserver/clock"
-
-    def advance(self, seconds: float) -> int:
-        request = urllib.request.Request(self._url, data=json.dumps({"advance_seconds": seconds}).encode(),
-                                         method="POST", headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return int(json.loads(response.read())["now_ms"])
 
 
 class ThreadSafeManualClock:
@@ -69,7 +54,7 @@ class LockstepClock(ThreadSafeManualClock):
     """The worker's clock, moved together with the server's: server first, so an extension
     the worker sends after the move lands at the matching server time."""
 
-    def __init__(self, server_clock: ServerClock) -> None:
+    def __init__(self, server_clock: ClockControl) -> None:
         super().__init__()
         self._server_clock = server_clock
 
@@ -79,7 +64,7 @@ class LockstepClock(ThreadSafeManualClock):
 
 
 def wait_for(predicate: Callable[[], Any], what: str, timeout: float = WAIT_TIMEOUT_S) -> Any:
-    return serverkit.wait_for(predicate, what, timeout)
+    return server.wait_for(predicate, what, timeout)
 
 
 def receive_now(client: Any, queue_url: str, **kwargs: Any) -> list[dict[str, Any]]:
@@ -87,19 +72,6 @@ def receive_now(client: Any, queue_url: str, **kwargs: Any) -> list[dict[str, An
     kwargs.setdefault("MaxNumberOfMessages", 10)
     kwargs.setdefault("MessageSystemAttributeNames", ["All"])
     return list(client.receive_message(QueueUrl=queue_url, WaitTimeSeconds=0, **kwargs).get("Messages", []))
-
-
-def queue_counts(client: Any, queue_url: str) -> tuple[int, int]:
-    """(visible, in flight) messages of a queue."""
-    attributes = client.get_queue_attributes(
-        QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return int(attributes["ApproximateNumberOfMessages"]), int(attributes["ApproximateNumberOfMessagesNotVisible"])
-
-
-def send_bodies(client: Any, queue_url: str, bodies: list[str], **kwargs: Any) -> None:
-    for body in bodies:
-        client.send_message(QueueUrl=queue_url, MessageBody=body, **kwargs)
 
 
 def queue_factory(client: Any) -> Callable[..., str]:

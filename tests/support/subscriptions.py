@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
 
-from sqs_testkit import raw_json_call, raw_request
+from support.wire import raw_json_call, raw_request
 
 _NAMESPACE = "{http://queue.amazonaws.com/doc/2012-11-05/}"
 

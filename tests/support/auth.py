@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,9 @@ from botocore.auth import SigV4Auth, SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
-from query_client import make_query_client
+from support import wire
+from support.clients import make_query_client
+from support.server import ClockControl
 
 OWNER_ACCOUNT = "111111111111"
 OTHER_ACCOUNT = "222222222222"
@@ -85,14 +85,8 @@ def presign(url: str, key_id: str, expires: int, region: str = "us-east-1", meth
 def send(request: AWSRequest, body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
     """Send a prepared request (with `body` instead of the signed one, to tamper); status, headers, body."""
     data = request.body if body is None else body
-    raw = urllib.request.Request(request.url, data=data or None, method=request.method,
-                                 headers=dict(request.headers.items()))
-    try:
-        with urllib.request.urlopen(raw, timeout=10) as response:
-            return response.status, dict(response.headers.items()), response.read()
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, dict(error.headers.items()), error.read()
+    response = wire.send(request.url, request.method, data or None, dict(request.headers.items()), timeout=10)
+    return response.status, response.headers, response.body
 
 
 def json_request(endpoint: str, action: str, params: dict[str, Any]) -> AWSRequest:
@@ -100,20 +94,21 @@ def json_request(endpoint: str, action: str, params: dict[str, Any]) -> AWSReque
         "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": f"AmazonSQS.{action}"})
 
 
-class SignedClock:
+class SignedClock(ClockControl):
     """The test clock of a server with credentials on: its endpoint wants a signed request."""
 
     def __init__(self, endpoint: str, key_id: str = "AKIDALICE") -> None:
-        self._url = endpoint.rstrip("/") + "/_queueserver/clock"
+        super().__init__(endpoint)
         self._key_id = key_id
 
-    def advance(self, seconds: float) -> int:
-        request = sign(AWSRequest(method="POST", url=self._url, data=json.dumps({"advance_seconds": seconds}).encode(),
-                                  headers={"Content-Type": "application/json"}), self._key_id)
-        status, _, body = send(request)
+    def _call(self, method: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = json.dumps(payload).encode() if payload is not None else None
+        status, _, body = send(sign(AWSRequest(method=method, url=self.url, data=data,
+                                               headers={"Content-Type": "application/json"}), self._key_id))
         assert status == 200, body
-        return int(json.loads(body)["now_ms"])
+        result: dict[str, Any] = json.loads(body)
+        return result
 
     def ahead_s(self) -> float:
         """How far the server's clock is ahead of this machine's (what earlier tests advanced it by)."""
-        return (self.advance(0) - time.time() * 1000) / 1000
+        return (self.now_ms() - time.time() * 1000) / 1000

@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
-from serverproc import ACCOUNT, Refusal, Server, advance_clock, integrity, try_serve
-from sqs_testkit import raw_json_call
+from crashledger import Figures
+from support.server import ACCOUNT, Refusal, Server, advance_clock, integrity, try_serve
+from support.sqs import receive_and_delete_all
+from support.wire import raw_json_call
 
 QUEUE = "faults"
 
@@ -48,6 +50,11 @@ class Tally:
         with self._lock:
             self.acked[body] = mid
         return None
+
+    def send_acknowledged(self, client: Any, url: str, count: int, size: int = 0, why: str = "") -> None:
+        """`count` sends that must all be acknowledged."""
+        for _ in range(count):
+            assert self.send(client, url, size=size) is None, why
 
 
 def assert_service_unavailable(exc: BaseException | None) -> None:
@@ -87,19 +94,11 @@ def wait_for_log(server: Server, text: str, timeout: float = 10) -> str:
 def drain(server: Server, client: Any) -> dict[str, str]:
     """Everything in the queue (body -> MessageId), deleting as we go; needs --test-clock."""
     advance_clock(server.endpoint, 13 * 3600)  # past any visibility timeout, inside the 4-day retention
-    url = url_of(server)
     got: dict[str, str] = {}
-    while True:
-        messages = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=43200,
-                                          WaitTimeSeconds=0).get("Messages", [])
-        if not messages:
-            return got
-        for m in messages:
-            assert m["Body"] not in got, f"{m['Body'][:20]} delivered twice in the drain"
-            got[m["Body"]] = m["MessageId"]
-        failed = client.delete_message_batch(QueueUrl=url, Entries=[
-            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]).get("Failed")
-        assert not failed, failed
+    for m in receive_and_delete_all(client, url_of(server), VisibilityTimeout=43200):
+        assert m["Body"] not in got, f"{m['Body'][:20]} delivered twice in the drain"
+        got[m["Body"]] = m["MessageId"]
+    return got
 
 
 def assert_nothing_acknowledged_lost(tally: Tally, drained: dict[str, str], deleted: Collection[str] = frozenset()) -> None:
@@ -119,11 +118,17 @@ def restart_and_check(servers: Any, server: Server, db: Path, sqs_client: Any, t
                       deleted: Collection[str] = frozenset()) -> None:
     """SIGKILL, restart on the same file, drain, compare; then a clean stop and an integrity check."""
     server.kill()
+    start_again_and_check(servers, db, sqs_client, tally, deleted)
+    assert integrity(db) == "ok"
+
+
+def start_again_and_check(servers: Any, db: Path, sqs_client: Any, tally: Tally,
+                          deleted: Collection[str] = frozenset()) -> None:
+    """A new server on the file: drain it, compare with what was acknowledged, and stop it cleanly."""
     again = servers.start(db, "--test-clock")
     drained = drain(again, sqs_client(again.endpoint))
     assert_nothing_acknowledged_lost(tally, drained, deleted)
     assert again.stop() == 0, again.stderr_text()
-    assert integrity(db) == "ok"
 
 
 def refuse_to_serve(db: Path, *extra: str) -> Refusal:
@@ -143,3 +148,16 @@ def new_server(servers: Any, db: Path, sqs_client: Any) -> tuple[Server, Any, st
     client = sqs_client(server.endpoint)
     client.create_queue(QueueName=QUEUE)
     return server, client, url_of(server)
+
+
+def assert_acknowledged_work_survived(figures: Figures) -> None:
+    """The crash workload's verdict: nothing acknowledged lost or resurrected, no receive count
+    forgotten, no message that was never sent, and a file whose integrity check is ok."""
+    report = figures.report()
+    assert not figures.lost, f"acknowledged sends were lost\n{report}"
+    assert not figures.resurrected, f"messages came back after an acknowledged delete\n{report}"
+    assert not figures.count_regressions, f"a receive count went down\n{report}"
+    assert not figures.counts_not_increased, f"an acknowledged receive was forgotten\n{report}"
+    assert not figures.wrong_ids, report
+    assert not figures.phantoms, report
+    assert figures.integrity == "ok", report

@@ -1,0 +1,399 @@
+"""The one launcher and the clients of the scripts and of the test suite (no pytest in here).
+
+Start a server on a free port and wait for its READY line (optionally pinned to a core
+with taskset, for the benchmarks), run one that must refuse to start, run the admin
+commands, move a `--test-clock` server's clock, and build boto3 clients that never retry
+(a retry would hide whether the first attempt landed). tests/support imports it from here:
+the scripts must not import from tests/. The benchmarks' raw HTTP client is scripts/benchclient.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue as queue_module
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ACCOUNT = "000000000000"
+CHROMIUM = os.environ.get("QUEUESERVER_CHROMIUM", "/usr/bin/chromium")  # Debian's, never `playwright install`
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+READY_RE = re.compile(r"^READY (https?://127\.0\.0\.1:(\d+))$")
+
+
+# --- the server process ------------------------------------------------------------
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+class Server:
+    """A `python -m queueserver serve` child process (stdout: the READY line)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], stderr_path: Path, stderr_file: IO[bytes]):
+        self.proc = proc
+        self.stderr_path = stderr_path
+        self._stderr_file = stderr_file
+        self.endpoint = ""
+        self.stdout_lines: list[str] = []
+
+    @property
+    def extra_stdout(self) -> list[str]:
+        """Lines printed after READY (there should be none)."""
+        return self.stdout_lines[1:]
+
+    def stderr_text(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return "<no stderr>"
+
+    def _close(self) -> None:
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        if not self._stderr_file.closed:
+            self._stderr_file.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=15)
+        self._close()
+
+    def stop(self, timeout: float = 15) -> int:
+        """SIGTERM and wait; returns the exit code (kills and raises if it does not exit)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise ServerError(f"queueserver did not exit within {timeout}s of SIGTERM\n{self.stderr_text()}")
+        self._close()
+        return rc
+
+    def ensure_dead(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._close()
+
+
+ServerT = TypeVar("ServerT", bound=Server)
+
+
+def _env(source: Path = REPO_ROOT) -> dict[str, str]:
+    """The environment of a child: `source` (a revision's snapshot, or this checkout) first on its path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(source), env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def launch(argv: list[str], stderr_path: Path, *, ready_timeout: float = 15, pin: bool = False,
+           source: Path | None = None,
+           server_class: type[ServerT] = Server) -> ServerT:  # type: ignore[assignment] - the default is a ServerT
+    """Run a server command and wait for its first stdout line, `READY http://127.0.0.1:PORT`;
+    raises ServerError (the process dead) if it does not come.
+
+    `pin` runs it on core 0 with taskset (the benchmarks' client has core 1); `source` is a
+    revision's snapshot to import queueserver from instead of this checkout.
+    """
+    taskset = ["taskset", "-c", "0"] if pin and shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
+    stderr_file = open(stderr_path, "wb")  # noqa: SIM115 - closed by Server
+    proc = subprocess.Popen([*taskset, *argv], cwd=source or REPO_ROOT, env=_env(source or REPO_ROOT),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr_file,
+                            start_new_session=pin)  # a benchmark's Ctrl-C must not reach its server mid-run
+    server = server_class(proc, stderr_path, stderr_file)
+    lines: queue_module.Queue[str | None] = queue_module.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        try:
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                server.stdout_lines.append(line)
+                lines.put(line)
+        except ValueError:  # closed under us by kill()
+            pass
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True, name=f"qs-stdout-{proc.pid}").start()
+    try:
+        first = lines.get(timeout=ready_timeout)
+    except queue_module.Empty:
+        first = None
+    match = READY_RE.match(first) if first else None
+    if match is None:
+        server.ensure_dead()
+        raise ServerError(f"the server did not print READY (first line {first!r}, rc={proc.returncode})\n"
+                          f"{' '.join(argv)}\n--- stderr ---\n{server.stderr_text()}")
+    server.endpoint = match.group(1)
+    return server
+
+
+def start_server(db_path: str | os.PathLike[str], *extra_args: str, ready_timeout: float = 15,
+                 log_dir: str | os.PathLike[str] | None = None, server_class: type[Server] = Server) -> Server:
+    """Start `queueserver serve --port 0` and wait for READY; raises ServerError if it does not come.
+
+    Its stderr goes to a file in `log_dir` (default: beside the database; give another
+    folder when the database's filesystem is about to fill up or turn read-only).
+    """
+    db_path = Path(db_path)
+    folder = Path(log_dir) if log_dir is not None else db_path.parent
+    cmd = [sys.executable, "-m", "queueserver", "serve", "--host", "127.0.0.1", "--port", "0",
+           "--db", str(db_path), *extra_args]
+    return launch(cmd, folder / f"{db_path.name}.{uuid.uuid4().hex[:8]}.stderr.log", ready_timeout=ready_timeout,
+                  server_class=server_class)
+
+
+@contextlib.contextmanager
+def running(db_path: str | os.PathLike[str], *extra_args: str) -> Iterator[Server]:
+    """A server for the `with` block, which must stop cleanly (exit code 0) at its end."""
+    proc = start_server(db_path, *extra_args)
+    try:
+        yield proc
+    finally:
+        try:
+            assert proc.stop() == 0, proc.stderr_text()
+        finally:
+            proc.ensure_dead()
+
+
+@dataclass
+class Refusal:
+    returncode: int | None  # None: it did not exit (it printed READY, or hung) and was killed
+    stdout: str
+    stderr: str
+
+
+def try_serve(db_path: str | os.PathLike[str], *extra_args: str, timeout: float = 15) -> Refusal:
+    """Run `serve` where it should refuse to start: wait until it exits, prints READY, or times out."""
+    cmd = [sys.executable, "-m", "queueserver", "serve", "--host", "127.0.0.1", "--port", "0",
+           "--db", str(db_path), *extra_args]
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.extend(proc.stdout or []), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline and not any("READY" in line for line in out):
+        time.sleep(0.05)
+    rc = proc.poll()
+    if rc is None:
+        proc.kill()
+    err = proc.stderr.read() if proc.stderr else ""
+    proc.wait()
+    reader.join(5)
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+    return Refusal(rc, "".join(out), err)
+
+
+def run_queueserver(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run `python -m queueserver ARGS…` to completion (backup, check, a serve that must refuse)."""
+    return subprocess.run([sys.executable, "-m", "queueserver", *args], cwd=REPO_ROOT, env=_env(),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def sh(*cmd: str) -> str:
+    """Run a command that must succeed (mount, umount, …); returns its stdout."""
+    result = subprocess.run(list(cmd), capture_output=True, text=True, timeout=60, check=False)
+    if result.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({result.returncode}): {result.stderr.strip()}")
+    return result.stdout
+
+
+def integrity(db_path: str | os.PathLike[str]) -> str:
+    conn = sqlite3.connect(db_path)
+    try:
+        return "; ".join(row[0] for row in conn.execute("PRAGMA integrity_check"))
+    finally:
+        conn.close()
+
+
+
+class ClockControl:
+    """Drives a `--test-clock` server's manual clock through /_queueserver/clock."""
+
+    def __init__(self, endpoint: str):
+        self.url = endpoint.rstrip("/") + "/_queueserver/clock"
+
+    def _call(self, method: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = json.dumps(payload).encode() if payload is not None else None
+        req = urllib.request.Request(self.url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+            result: dict[str, Any] = json.loads(resp.read())
+            return result
+
+    def now_ms(self) -> int:
+        return int(self._call("GET")["now_ms"])
+
+    def timers(self) -> int:
+        """Wake-ups pending on the server's manual clock: each waiting long poll has one."""
+        return int(self._call("GET")["timers"])
+
+    def wait_for_timers(self, count: int, timeout: float = 10) -> None:
+        """Until at least `count` wake-ups are pending: a long poll started has reached its wait."""
+        deadline = time.monotonic() + timeout
+        while self.timers() < count:
+            assert time.monotonic() < deadline, f"no {count} long polls were waiting after {timeout}s"
+            time.sleep(0.01)
+
+    def advance(self, seconds: float) -> int:
+        """Move the clock forward; returns the new now_ms."""
+        before = self.now_ms()
+        now = int(self._call("POST", {"advance_seconds": float(seconds)})["now_ms"])
+        assert now >= before + int(seconds * 1000) - 1, (before, now, seconds)
+        return now
+
+
+def advance_clock(endpoint: str, seconds: float) -> int:
+    return ClockControl(endpoint).advance(seconds)
+
+
+# --- clients -----------------------------------------------------------------------
+
+_SESSION = boto3.session.Session(aws_access_key_id="test", aws_secret_access_key="test",
+                                 region_name="us-east-1")
+_CLIENT_LOCK = threading.Lock()  # building clients from one session is not thread-safe
+
+
+class ResponseCutShort(BotoCoreError):
+    fmt = "The response ended after {received} of its {expected} bytes: the server died while sending it"
+
+
+def _refuse_cut_responses(http_response: Any, **_: Any) -> None:
+    """botocore parses a body cut short by the server's death as an empty success ({}):
+    a DeleteMessageBatch answered so would look acknowledged with nothing deleted."""
+    expected = http_response.headers.get("content-length")
+    received = len(http_response.content)
+    if expected is not None and int(expected) != received:
+        raise ResponseCutShort(received=received, expected=expected)
+
+
+def make_client(endpoint: str, read_timeout: float = 5, connect_timeout: float = 2) -> Any:
+    """A client that makes exactly one attempt per call and never takes a cut response for an answer.
+
+    botocore's `max_attempts` counts *retries* (max_attempts=1 is two attempts); only
+    `total_max_attempts` counts the first one.
+    """
+    config = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=connect_timeout,
+                    read_timeout=read_timeout, max_pool_connections=4)
+    with _CLIENT_LOCK:
+        client = _SESSION.client("sqs", region_name="us-east-1", endpoint_url=endpoint,
+                                 aws_access_key_id="test", aws_secret_access_key="test", config=config)
+    client.meta.events.register("after-call.sqs", _refuse_cut_responses)
+    return client
+
+
+# --- the benchmarks' server: pinned to core 0, read through /proc --------------------------
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class Proc(Server):
+    """A benchmark's server: pinned to core 0, read through /proc (its CPU seconds, threads, memory)."""
+
+    name = "server"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid  # taskset execs the command: same pid
+
+    @property
+    def url(self) -> str:
+        return self.endpoint
+
+    @property
+    def host(self) -> str:
+        return self.endpoint.split("//", 1)[1].rsplit(":", 1)[0]
+
+    @property
+    def port(self) -> int:
+        return int(self.endpoint.rsplit(":", 1)[1])
+
+    def cpu_seconds(self) -> float:
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def thread_cpu(self) -> dict[str, float]:
+        """CPU seconds of the main (event loop) thread and of all other threads (SQLite, executors)."""
+        main = other = 0.0
+        for tid in os.listdir(f"/proc/{self.pid}/task"):
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            seconds = (int(fields[11]) + int(fields[12])) / CLK_TCK
+            if int(tid) == self.pid:
+                main += seconds
+            else:
+                other += seconds
+        return {"loop": main, "other": other}
+
+    def memory_mb(self) -> dict[str, float]:
+        values = {}
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    values[line.split(":")[0]] = int(line.split()[1]) / 1024
+        return {"rss_mb": values.get("VmRSS", 0.0), "peak_rss_mb": values.get("VmHWM", 0.0)}
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM and wait (a benchmark's server that hangs is killed, not reported)."""
+        try:
+            return super().stop(timeout)
+        except ServerError:
+            return -9
+
+
+def start_proc(argv: list[str], log_path: Path, name: str, source: Path | None = None) -> Proc:
+    """A benchmark's server process, pinned to core 0, once it printed READY (60 s at most)."""
+    proc = launch(argv, log_path, ready_timeout=60, pin=True, source=source, server_class=Proc)
+    proc.name = name
+    return proc
+
+
+def start_queueserver(python: str, db_path: Path, log_path: Path, source: Path | None = None) -> Proc:
+    # The idle-polls scenario holds thousands of connections, beyond the default --max-connections.
+    guarded = ((source or REPO_ROOT) / "queueserver" / "http_guard.py").exists()
+    limits = ["--max-connections", "20000"] if guarded else []
+    return start_proc([python, "-m", "queueserver", "serve", "--port", "0", "--db", str(db_path),
+                       "--log-level", "warning", *limits], log_path, "queueserver", source)
+
+
+def start_ceiling(python: str, log_path: Path, source: Path | None = None) -> Proc:
+    """scripts/bench_ceiling.py: the server's own HTTP stack (of `source`, a revision's snapshot, if given)."""
+    return start_proc([python, str(REPO_ROOT / "scripts" / "bench_ceiling.py")], log_path, "ceiling server", source)
+
+
+def start_reference(python: str, db_path: Path, log_path: Path) -> Proc:
+    """scripts/bench_reference.py: the minimal server of this design, measured in the same run."""
+    return start_proc([python, str(REPO_ROOT / "scripts" / "bench_reference.py"), str(db_path)], log_path,
+                      "reference server")

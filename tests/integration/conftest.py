@@ -1,0 +1,41 @@
+"""Fixtures of the credential tests (test_auth_*): a server that verifies signatures, and Alice's clients.
+
+The server has credentials on (tests/support/auth.py's keys) and the manual clock; the clients
+sign with real keys, over each wire protocol in turn (`protocol`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from support.auth import signed_client, write_credentials
+from support.server import Server, start
+
+
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A `--test-clock` server with credentials on, one per module."""
+    folder = tmp_path_factory.mktemp("auth")
+    server = start(folder / "auth.db", "--test-clock", "--credentials", str(write_credentials(folder / "keys.toml")))
+    yield server
+    assert server.stop() == 0
+
+
+@pytest.fixture(params=["json", "query"])
+def protocol(request: pytest.FixtureRequest) -> str:
+    """The wire protocol a signed client speaks (every test that asks runs once per protocol)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def alice(auth_server: Server, protocol: str) -> Any:
+    return signed_client(protocol, auth_server.endpoint, "AKIDALICE")
+
+
+@pytest.fixture
+def alice_queue_url(alice: Any, request: pytest.FixtureRequest) -> str:
+    """A queue of Alice's, named after the test and its protocol."""
+    name = f"{request.node.originalname.removeprefix('test_')[:60]}-{request.node.callspec.id}"
+    return str(alice.create_queue(QueueName=name)["QueueUrl"])
