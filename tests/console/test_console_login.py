@@ -231,12 +231,12 @@ def _visible_in(client: Any, url: str) -> str:
 
 
 def test_in_chromium_another_accounts_queue_opens_and_offers_exactly_what_its_policy_allows(
-        server: Any, page: Any) -> None:
-    bob = _client(server, "AKIDBOB")
+        login_server: Any, page: Any) -> None:
+    bob = _client(login_server, "AKIDBOB")
     url = bob.create_queue(QueueName="login-shared", tags={"owner": "bob"})["QueueUrl"]
     bob.send_message(QueueUrl=url, MessageBody="<b>for alice</b>")
     _share(bob, url, "GetQueueAttributes", "ReceiveMessage")
-    page.goto(server.endpoint + "/console/")
+    page.goto(login_server.endpoint + "/console/")
     page.get_by_label("Access key ID").fill("AKIDALICE")
     page.get_by_label("Secret access key").fill("alice-secret")
     page.get_by_role("button", name="Log in").click()
@@ -254,7 +254,7 @@ def test_in_chromium_another_accounts_queue_opens_and_offers_exactly_what_its_po
 
     token = next(c["value"] for c in page.context.cookies() if c["name"] == "qs_console_csrf")
     forged = page.request.post(page.url + "/purge", form={"csrf_token": token, "confirm": "login-shared"},
-                               headers={"origin": server.endpoint}, max_redirects=0)
+                               headers={"origin": login_server.endpoint}, max_redirects=0)
     assert forged.status == 403
     assert _visible_in(bob, url) == "1"
 
@@ -273,14 +273,14 @@ def test_in_chromium_another_accounts_queue_opens_and_offers_exactly_what_its_po
     purge.get_by_role("button", name="Purge").click()
     expect(page.locator(".notice")).to_have_text("Queue purged.")
     assert _visible_in(bob, url) == "0"
-    page.goto(server.endpoint + f"/console/queues/us-east-1/{OWNER}/login-shared")  # Alice's account has none
+    page.goto(login_server.endpoint + f"/console/queues/us-east-1/{OWNER}/login-shared")  # Alice's account has none
     expect(page.locator("h1")).to_have_text(f"No queue login-shared in us-east-1, account {OWNER}")
 
 
-def test_a_key_without_the_subscription_actions_neither_sees_nor_creates_subscriptions(server: Any) -> None:
-    _client(server, "AKIDALICE").create_queue(QueueName="login-jobs")
+def test_a_key_without_the_subscription_actions_neither_sees_nor_creates_subscriptions(login_server: Any) -> None:
+    _client(login_server, "AKIDALICE").create_queue(QueueName="login-jobs")
     page = f"/console/queues/us-east-1/{OWNER}/login-jobs"
-    alice = Browser(server.endpoint)
+    alice = Browser(login_server.endpoint)
     alice.login("AKIDALICE", "alice-secret")
     status, headers, _ = alice.request("GET", "/console/queues/us-east-1/login-jobs?after=7")  # the older address
     assert (status, headers["location"]) == (303, page + "?after=7")  # ...is the key's own account's queue
@@ -289,7 +289,7 @@ def test_a_key_without_the_subscription_actions_neither_sees_nor_creates_subscri
     assert (status, headers["location"]) == (303, page + "?notice=Subscription+audit+created.")
     status, _, body = alice.request("GET", page)
     assert status == 200 and 'data-subscription="audit"' in body and 'class="subscribe"' in body
-    worker = Browser(server.endpoint)
+    worker = Browser(login_server.endpoint)
     worker.login("AKIDWORKER", "worker-secret")
     status, _, body = worker.request("GET", page)  # its policy names no QueueserverListSubscriptions
     assert status == 200 and 'id="subscriptions"' not in body and 'class="subscribe"' not in body

@@ -12,7 +12,7 @@ import boto3
 from botocore.config import Config
 from playwright.sync_api import expect
 
-import serverproc
+from support.server import running
 
 
 def _ready_status(endpoint: str) -> int:
@@ -25,7 +25,7 @@ def _ready_status(endpoint: str) -> int:
 
 def test_the_server_page_shows_fsync_latency_and_the_last_storage_outage(tmp_path: Path, page: Any) -> None:
     db = tmp_path / "queueserver.db"
-    with serverproc.running(db) as server:
+    with running(db) as server:
         sqs = boto3.client("sqs", endpoint_url=server.endpoint, region_name="us-east-1", aws_access_key_id="x",
                            aws_secret_access_key="x", config=Config(retries={"max_attempts": 1}))
         url = sqs.create_queue(QueueName="synced")["QueueUrl"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from playwright.sync_api import expect
-from subscription_kit import extension_call, subscribe
+from support.subscriptions import extension_call, subscribe
 
 SHOP = "/console/queues/us-east-1/000000000000/shop-events"
 

@@ -218,16 +218,16 @@ def test_ctrl_c_cancels_the_redrive_task(admin_server: Server, admin_sqs: Any) -
 # queue is taken, as QUEUE~NAME or its URL
 
 def test_subscription_create_is_idempotent_subscriptions_lists_each_with_its_counts_and_delete_takes_three_forms(
-        admin_server: serverproc.Server, sqs: Any) -> None:
+        admin_server: Server, admin_sqs: Any) -> None:
     name, url = _queue(admin_server)
-    sqs.send_message(QueueUrl=url, MessageBody="before")
+    admin_sqs.send_message(QueueUrl=url, MessageBody="before")
     billing = cli_json(admin_server, "subscription", "create", name, "billing")["SubscriptionUrl"]
     assert billing == url + "~billing"
     assert cli_json(admin_server, "subscription", "create", name, "billing") == {"SubscriptionUrl": billing}
     audit = cli_json(admin_server, "subscription", "create", name, "audit", "--start-from", "all")["SubscriptionUrl"]
     mail = cli_json(admin_server, "subscription", "create", name, "mail")["SubscriptionUrl"]
-    sqs.send_message(QueueUrl=url, MessageBody="after")
-    sqs.receive_message(QueueUrl=audit, MaxNumberOfMessages=1, VisibilityTimeout=600)
+    admin_sqs.send_message(QueueUrl=url, MessageBody="after")
+    admin_sqs.receive_message(QueueUrl=audit, MaxNumberOfMessages=1, VisibilityTimeout=600)
     rows = cli_json(admin_server, "subscriptions", name)
     assert [(r["name"], r["url"], r["visible"], r["in_flight"], r["delayed"]) for r in rows] == [
         ("audit", audit, 1, 1, 0), ("billing", billing, 1, 0, 0), ("mail", mail, 1, 0, 0)]
@@ -238,12 +238,12 @@ def test_subscription_create_is_idempotent_subscriptions_lists_each_with_its_cou
     assert cli_json(admin_server, "subscription", "delete", f"{name}~audit") == {"deleted": audit}
     assert cli_json(admin_server, "subscription", "delete", mail) == {"deleted": mail}
     assert cli_json(admin_server, "subscriptions", name) == []
-    assert int(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    assert int(admin_sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
                ["Attributes"]["ApproximateNumberOfMessages"]) == 2  # the queue's own messages stay
 
 
 def test_subscription_commands_refuse_what_is_not_a_subscription_with_meaningful_exit_codes(
-        admin_server: serverproc.Server) -> None:
+        admin_server: Server) -> None:
     name, url = _queue(admin_server)
     missing = cli(admin_server, "subscription", "delete", name, "nobody", "--json")
     assert missing.returncode == 4 and missing.stdout == "" and f"{name} has no subscription nobody" in missing.stderr
@@ -262,11 +262,11 @@ def test_subscription_commands_refuse_what_is_not_a_subscription_with_meaningful
 
 
 def test_receive_peek_purge_and_attributes_work_on_a_subscription_named_queue_tilde_name_or_by_its_url(
-        admin_server: serverproc.Server, sqs: Any) -> None:
+        admin_server: Server, admin_sqs: Any) -> None:
     name, url = _queue(admin_server)
     billing = cli_json(admin_server, "subscription", "create", name, "billing")["SubscriptionUrl"]
     for body in ("a", "b", "c"):
-        sqs.send_message(QueueUrl=url, MessageBody=body)
+        admin_sqs.send_message(QueueUrl=url, MessageBody=body)
     for address in (f"{name}~billing", billing):
         assert [m["Body"] for m in cli_json(admin_server, "peek", address)] == ["a", "b", "c"]
     received = cli_json(admin_server, "receive", f"{name}~billing", "--max", "2", "--delete")
@@ -277,7 +277,7 @@ def test_receive_peek_purge_and_attributes_work_on_a_subscription_named_queue_ti
 
     changed = cli_json(admin_server, "queue", "attributes", f"{name}~billing", "--set", "VisibilityTimeout=77")
     assert changed["VisibilityTimeout"] == "77" and changed["QueueArn"].endswith(f":{name}~billing")
-    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])["Attributes"] == \
+    assert admin_sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])["Attributes"] == \
         {"VisibilityTimeout": "30"}
     assert cli_json(admin_server, "queue", "purge", billing) == {"purged": billing}
     assert cli_json(admin_server, "peek", billing) == []
@@ -285,14 +285,14 @@ def test_receive_peek_purge_and_attributes_work_on_a_subscription_named_queue_ti
 
 
 def test_queues_lists_each_queues_subscriptions_with_their_own_counts_and_stats_counts_them(
-        admin_server: serverproc.Server, sqs: Any) -> None:
+        admin_server: Server, admin_sqs: Any) -> None:
     prefix = unique_queue_name()
-    url = sqs.create_queue(QueueName=prefix + "-orders")["QueueUrl"]
-    sqs.create_queue(QueueName=prefix + "-plain")
+    url = admin_sqs.create_queue(QueueName=prefix + "-orders")["QueueUrl"]
+    admin_sqs.create_queue(QueueName=prefix + "-plain")
     for subscription in ("billing", "audit"):
         cli_json(admin_server, "subscription", "create", prefix + "-orders", subscription)
-    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": str(i)} for i in range(3)])
-    sqs.receive_message(QueueUrl=url + "~audit", MaxNumberOfMessages=2, VisibilityTimeout=600)
+    admin_sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": str(i)} for i in range(3)])
+    admin_sqs.receive_message(QueueUrl=url + "~audit", MaxNumberOfMessages=2, VisibilityTimeout=600)
     rows = {r["name"]: r for r in cli_json(admin_server, "queues", "--prefix", prefix)}
     assert set(rows) == {prefix + "-orders", prefix + "-plain"}  # a subscription is not a queue of its own
     assert rows[prefix + "-plain"]["subscriptions"] == []
@@ -333,7 +333,7 @@ def test_against_an_endpoint_without_the_extension_subscription_commands_exit_6_
         url = f"http://127.0.0.1:{endpoint.server_address[1]}/123456789012/orders"
         for args in (["subscriptions", url], ["subscription", "delete", url + "~billing"], ["peek", url]):
             done = subprocess.run([sys.executable, "-m", "queueserver", *args, "--json", "--endpoint", url],
-                                  cwd=serverproc.REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=60)
+                                  cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=60)
             assert done.returncode == 6 and done.stdout == "", done.stderr
             assert "is a queueserver extension" in done.stderr and "does not offer" in done.stderr
     finally:
