@@ -211,7 +211,7 @@ class SigV4Verifier:
             canonical = f"{head}\n{payload_hash}"
             string_to_sign = "\n".join((ALGORITHM, amz_date, "/".join(scope[1:]),
                                         hashlib.sha256(canonical.encode("utf-8")).hexdigest()))
-            expected = hmac.digest(signing_key, string_to_sign.encode("utf-8"), "sha256").hex()  # one-shot: ~1 µs less
+            expected = hmac.new(signing_key, string_to_sign.encode("utf-8"), "sha256").hexdigest()
             if hmac.compare_digest(expected, signature):
                 return Verified(key, region)
         raise errors.SignatureDoesNotMatch()
