@@ -12,9 +12,10 @@ scripts/auth_bench.py's 16 connections. Scenarios, interleaved rep by rep:
 Every signed request is signed afresh (the client's cost is not measured: signing happens
 before the clock starts). Printed: CPU µs per request (process CPU, all threads: the database
 thread's share included), min of --reps, and verifying/open. `--profile` prints cProfile's view
-of the verifying paths instead.
+of the verifying paths instead; `--gil-probe` times `authenticate` alone and next to a busy
+thread (a call that releases the GIL then waits for it back: the database thread, in the server).
 
-Usage: .venv/bin/python scripts/auth_cost.py [--reps 7] [--requests 2000] [--profile]
+Usage: .venv/bin/python scripts/auth_cost.py [--reps 7] [--requests 2000] [--profile | --gil-probe]
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ import hashlib
 import hmac
 import json
 import pstats
+import statistics
 import tempfile
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -175,14 +178,55 @@ async def main_async(args: argparse.Namespace, folder: Path) -> None:
         await engine.close()
 
 
+def gil_probe(folder: Path) -> None:
+    """Wall µs per `authenticate` next to a busy thread: a call that releases the GIL waits to get it back.
+    Batches of 200 calls (shorter than the 5 ms switch interval, so no forced switch falls inside); median of 25."""
+    from queueserver.app import _http_request
+    from queueserver.auth import Signed
+
+    keys = folder / "keys.toml"
+    keys.write_text(f'[keys.{KEY_ID}]\nsecret_access_key = "{SECRET}"\naccount_id = "{ACCOUNT}"\n')
+    authenticator = Authenticator(CredentialStore(keys))
+    body = json.dumps({"QueueUrl": f"http://{HOST}/{ACCOUNT}/cost", "Entries": [
+        {"Id": str(i), "MessageBody": "x" * 100} for i in range(10)]}).encode()
+    scope = {"type": "http", "method": "POST", "path": "/", "headers": headers_for("SendMessageBatch", body, True),
+             "scheme": "http", "query_string": b"", "client": ("127.0.0.1", 40000)}
+    request = _http_request(scope, body, HOST)
+    signed = Signed(request.method, request.path, request.query_string, request.headers, request.body, False)
+    now_ms = int(time.time() * 1000)
+    spinning = True
+
+    def spin() -> None:
+        while spinning:
+            pass
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    walls = []
+    for _ in range(25):
+        time.sleep(0.01)  # the spinner has the GIL; the next call takes it back at a switch
+        began = time.perf_counter()
+        for _ in range(200):
+            authenticator.authenticate(signed, now_ms, "127.0.0.1")
+        walls.append((time.perf_counter() - began) / 200 * 1e6)
+    spinning = False
+    thread.join()
+    print(f"authenticate next to a busy thread: {statistics.median(walls):.1f} µs wall per call")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--requests", type=int, default=2000, help="requests per run (split among the callers)")
     parser.add_argument("--profile", action="store_true", help="cProfile the verifying paths instead")
+    parser.add_argument("--gil-probe", action="store_true",
+                        help="time authenticate alone and next to a busy thread instead (a GIL handed away shows)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="auth-cost-") as folder:
-        asyncio.run(main_async(args, Path(folder)))
+        if args.gil_probe:
+            gil_probe(Path(folder))
+        else:
+            asyncio.run(main_async(args, Path(folder)))
 
 
 if __name__ == "__main__":
