@@ -29,6 +29,7 @@ _IAM_ACTIONS = {
     "ChangeMessageVisibilityBatch": "ChangeMessageVisibility",
 }
 _POLICIES_KEPT = 256
+_DECISIONS_KEPT = 4096
 _NO_POLICY = Policy(())
 
 
@@ -42,6 +43,7 @@ class Caller:
     source_ip: str
     secure: bool
     _policies: dict[str, Policy]
+    _decisions: dict[tuple[int, str, str, str | None, str | None], tuple[AccessKey, str | None]]
     _context: dict[str, str] | None = None
 
     @property
@@ -73,29 +75,49 @@ class Caller:
 
         `owner` is the account of the queue (None for actions on no queue); `queue_policy` its Policy.
         """
-        cross_account = owner is not None and owner != self.key.account
-        if not cross_account and self.key.policy is None and not queue_policy:
+        key = self.key
+        cross_account = owner is not None and owner != key.account
+        if not cross_account and key.policy is None and not queue_policy:
             return  # the common case: a key of the queue's account, nothing to limit it
+        policy = self._queue_policy(queue_policy) if queue_policy else None
+        if (key.policy is not None and key.policy.conditional) or (policy is not None and policy.conditional):
+            denial = self._denial(action, resource, cross_account, policy)  # depends on this request's context
+        else:
+            # Without conditions the answer depends only on these; a changed policy text or a reloaded key
+            # (a new AccessKey object: the entry holds the old one, so its id is not reused) misses.
+            decision_key = (id(key), action, resource, owner, queue_policy)
+            decided = self._decisions.get(decision_key)
+            if decided is not None and decided[0] is key:
+                denial = decided[1]
+            else:
+                denial = self._denial(action, resource, cross_account, policy)
+                if len(self._decisions) >= _DECISIONS_KEPT:
+                    self._decisions.clear()
+                self._decisions[decision_key] = (key, denial)
+        if denial is not None:
+            raise errors.AccessDenied(denial)
+
+    def _denial(self, action: str, resource: str, cross_account: bool, policy: Policy | None) -> str | None:
+        """Why the policies refuse this request, or None when they allow it."""
         iam_action = "sqs:" + _IAM_ACTIONS.get(action, action)
         identity = policy_verdict = None
         request = AccessRequest(iam_action, resource, self.key.arn, self.key.account, self.context)
         if not (cross_account and action in OWNER_ONLY_ACTIONS):
             if self.key.policy is not None:
                 identity = self.key.policy.verdict(request)
-            if queue_policy:
-                policy_verdict = self._queue_policy(queue_policy).verdict(request)
+            if policy is not None:
+                policy_verdict = policy.verdict(request)
         if identity is Verdict.DENY or policy_verdict is Verdict.DENY:
             reason = f"with an explicit deny in {'an identity' if identity is Verdict.DENY else 'a resource'}-based policy"
         elif cross_account:
             if policy_verdict is not None and (self.key.policy is None or identity is not None):
-                return
+                return None
             reason = f"because no resource-based policy allows the {iam_action} action"
         else:
             if self.key.policy is None or identity is not None or policy_verdict is Verdict.ALLOW:
-                return
+                return None
             reason = f"because no identity-based policy allows the {iam_action} action"
-        raise errors.AccessDenied(
-            f"User: {self.key.arn} is not authorized to perform: {iam_action} on resource: {resource} {reason}")
+        return f"User: {self.key.arn} is not authorized to perform: {iam_action} on resource: {resource} {reason}"
 
     def _queue_policy(self, text: str) -> Policy:
         """A queue's Policy, parsed once per text; one this server cannot read grants nothing."""
@@ -117,12 +139,15 @@ class Authenticator:
     def __init__(self, store: CredentialStore) -> None:
         self.store = store
         self._verifier = SigV4Verifier(store)
-        self._policies: dict[str, Policy] = {}  # shared by every Caller: parsed queue policies
+        # Shared by every Caller: parsed queue policies, and decisions that depend on no request condition.
+        self._policies: dict[str, Policy] = {}
+        self._decisions: dict[tuple[int, str, str, str | None, str | None], tuple[AccessKey, str | None]] = {}
 
     def authenticate(self, request: Signed, now_ms: int, source_ip: str) -> Caller:
         verified = self._verifier.verify(request, now_ms)
-        return Caller(verified.key, verified.region, now_ms, source_ip, request.secure, self._policies)
+        return Caller(verified.key, verified.region, now_ms, source_ip, request.secure, self._policies,
+                      self._decisions)
 
     def caller_for(self, key: AccessKey, region: str, now_ms: int, source_ip: str, secure: bool) -> Caller:
         """A caller for a key already proven another way (the console's login), judged as a signed request is."""
-        return Caller(key, region, now_ms, source_ip, secure, self._policies)
+        return Caller(key, region, now_ms, source_ip, secure, self._policies, self._decisions)

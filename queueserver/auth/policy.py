@@ -163,6 +163,7 @@ def _statement(raw: Any, index: int, resource_policy: bool) -> Statement:
 @dataclass(frozen=True, slots=True)
 class Policy:
     statements: tuple[Statement, ...]
+    conditional: bool = False  # a statement has a Condition: verdicts depend on the request, not only on who and what
 
     def verdict(self, request: AccessRequest) -> Verdict | None:
         """Deny if any Deny statement applies (explicit Deny wins), else the strongest Allow, else None."""
@@ -193,4 +194,5 @@ def parse_policy(text: str, *, resource_policy: bool) -> Policy:
         statements = [statements]
     if not isinstance(statements, list):
         raise PolicyError("the policy needs a Statement list")
-    return Policy(tuple(_statement(s, i, resource_policy) for i, s in enumerate(statements)))
+    parsed = tuple(_statement(s, i, resource_policy) for i, s in enumerate(statements))
+    return Policy(parsed, conditional=any(statement.conditions for statement in parsed))

@@ -29,11 +29,13 @@ SKEW_MS = 5 * 60 * 1000
 MAX_PRESIGNED_SECONDS = 7 * 24 * 3600
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 _AMZ_DATE = re.compile(r"^\d{8}T\d{6}Z$")
+# What botocore and the other SDKs send; anything else takes the general parser (and its errors).
+_AUTHORIZATION = re.compile(r"AWS4-HMAC-SHA256 Credential=([^,\s]+), ?SignedHeaders=([^,\s]+), ?Signature=([^,\s]+)")
 _PLAIN_PATH = re.compile(r"^/[A-Za-z0-9._~/-]*$")  # nothing to encode
-_SIGNING_KEYS_KEPT = 1024
+_KEPT = 1024  # entries of each cache below; a full cache starts again empty
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~1 µs more, and this is built per request
 class Signed:
     """The request's parts that the signature covers."""
 
@@ -61,7 +63,7 @@ def _amz_time(text: str) -> int:
 
 
 def _header_value(value: str) -> str:
-    """Trimmed, inner runs of spaces made one (most values need neither)."""
+    """Trimmed, inner runs of spaces made one (only asked of values whose canonical line shows a need)."""
     if "  " in value or value[:1] == " " or value[-1:] == " " or "\t" in value:
         return " ".join(value.split())
     return value
@@ -92,12 +94,25 @@ def _canonical_query(pairs: list[tuple[str, str]]) -> str:
     return "&".join(f"{k}={v}" for k, v in encoded)
 
 
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """A credential scope already checked against the keys: its outcome and its signing key, ready to use."""
+
+    verified: Verified
+    day: str
+    text: str  # "day/region/sqs/aws4_request", as the string to sign has it
+    mac: hmac.HMAC  # keyed with the derived signing key; each request signs with a copy
+
+
 class SigV4Verifier:
-    """Verifies signatures against a CredentialStore; keeps derived signing keys (one per secret and day)."""
+    """Verifies signatures against a CredentialStore; keeps each credential scope's derived signing key
+    (one per key, day and region, as every SDK caches it) until the keys are reloaded."""
 
     def __init__(self, store: CredentialStore) -> None:
         self._store = store
-        self._signing_keys: dict[tuple[str, str, str], bytes] = {}
+        self._keys = store.keys  # the keys the scopes below were checked against
+        self._scopes: dict[str, _Scope] = {}  # by credential ("AKID/day/region/sqs/aws4_request")
+        self._times: dict[str, int] = {}  # X-Amz-Date -> epoch ms: many requests share a second
 
     def verify(self, request: Signed, now_ms: int) -> Verified:
         authorization = request.headers.get("authorization")
@@ -108,6 +123,22 @@ class SigV4Verifier:
         raise errors.MissingAuthenticationToken()
 
     def _verify_header(self, request: Signed, authorization: str, now_ms: int) -> Verified:
+        headers = request.headers
+        amz_date = headers.get("x-amz-date")
+        parsed = _AUTHORIZATION.fullmatch(authorization)
+        if parsed is not None and amz_date is not None:  # the form every SDK sends, read in one step
+            credential, signed_headers, signature = parsed.groups()
+        else:
+            credential, signed_headers, signature, amz_date = self._parse_authorization(request, authorization)
+        if "x-amz-security-token" in headers:
+            raise errors.InvalidClientTokenId()
+        return self._check(request, credential, amz_date, signed_headers, signature,
+                           _canonical_query(_query_pairs(request.query_string)) if request.query_string else "",
+                           now_ms, expires_s=None)
+
+    @staticmethod
+    def _parse_authorization(request: Signed, authorization: str) -> tuple[str, str, str, str]:
+        """Credential, SignedHeaders, Signature and the request time of any Authorization header, or why not."""
         algorithm, _, rest = authorization.strip().partition(" ")
         fields = {}
         for part in rest.split(","):
@@ -129,11 +160,7 @@ class SigV4Verifier:
         if missing:
             raise errors.IncompleteSignature(f"{' '.join(missing)} Authorization={authorization}")
         assert amz_date is not None
-        if "x-amz-security-token" in request.headers:
-            raise errors.InvalidClientTokenId()
-        return self._check(request, fields["Credential"], amz_date, fields["SignedHeaders"], fields["Signature"],
-                           _canonical_query(_query_pairs(request.query_string)) if request.query_string else "",
-                           now_ms, expires_s=None)
+        return fields["Credential"], fields["SignedHeaders"], fields["Signature"], amz_date
 
     def _verify_presigned(self, request: Signed, now_ms: int) -> Verified:
         pairs = _query_pairs(request.query_string)
@@ -170,25 +197,31 @@ class SigV4Verifier:
 
     def _check(self, request: Signed, credential: str, amz_date: str, signed_headers: str, signature: str,
                canonical_query: str, now_ms: int, expires_s: int | None) -> Verified:
-        scope = credential.split("/")
-        if len(scope) != 5 or scope[4] != "aws4_request" or not scope[0]:
-            raise errors.IncompleteSignature(
-                f"Credential should be scoped to a valid region, not '{scope[2] if len(scope) > 2 else ''}'. "
-                f"Credential={credential}" if len(scope) == 5 else
-                f"Credential should be a key id, date, region, service and aws4_request. Credential={credential}")
-        key_id, day, region, service, _ = scope
-        if not _AMZ_DATE.match(amz_date):
+        if self._store.keys is not self._keys:  # reloaded: forget what the old keys proved
+            self._scopes.clear()
+            self._keys = self._store.keys
+        scope = self._scopes.get(credential)
+        if scope is None:
+            parts = credential.split("/")
+            if len(parts) != 5 or parts[4] != "aws4_request" or not parts[0]:
+                raise errors.IncompleteSignature(
+                    f"Credential should be scoped to a valid region, not '{parts[2] if len(parts) > 2 else ''}'. "
+                    f"Credential={credential}" if len(parts) == 5 else
+                    f"Credential should be a key id, date, region, service and aws4_request. Credential={credential}")
+        signed_at = self._times.get(amz_date)
+        if signed_at is None and not _AMZ_DATE.match(amz_date):
             raise errors.IncompleteSignature(f"X-Amz-Date must be in the ISO8601 Long Format: {amz_date}")
-        key = self._store.get(key_id)
-        if key is None:
-            raise errors.InvalidClientTokenId()
-        if service != SERVICE:
-            raise errors.SignatureDoesNotMatch(f"Credential should be scoped to correct service: '{SERVICE}'. ")
-        if day != amz_date[:8]:
+        if scope is None:
+            scope = self._new_scope(credential, parts)
+        if scope.day != amz_date[:8]:
             raise errors.SignatureDoesNotMatch(
                 f"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: "
-                f"'{day}' != '{amz_date[:8]}', from '{amz_date}'.")
-        signed_at = _amz_time(amz_date)
+                f"'{scope.day}' != '{amz_date[:8]}', from '{amz_date}'.")
+        if signed_at is None:
+            signed_at = _amz_time(amz_date)
+            if len(self._times) >= _KEPT:
+                self._times.clear()
+            self._times[amz_date] = signed_at
         if signed_at > now_ms + SKEW_MS:
             raise errors.SignatureDoesNotMatch(
                 f"Signature not yet current: {amz_date} is still later than {_format_time(now_ms + SKEW_MS)} "
@@ -199,31 +232,37 @@ class SigV4Verifier:
                 f"({_format_time(now_ms)} - 5 min.)")
         if expires_s is not None and now_ms > signed_at + expires_s * 1000:
             raise errors.RequestExpired()
-        head = "\n".join((
-            request.method,
-            _canonical_path(request.path or "/"),
-            canonical_query,
-            "".join([f"{name}:{_header_value(request.headers.get(name, ''))}\n" for name in signed_headers.split(";")]),
-            signed_headers,
-        ))
-        signing_key = self._signing_key(key, day, region)
+        headers = request.headers
+        names = signed_headers.split(";")
+        canonical_headers = "".join([f"{name}:{headers.get(name, '')}\n" for name in names])
+        if ("  " in canonical_headers or "\t" in canonical_headers or ": " in canonical_headers
+                or " \n" in canonical_headers):  # a value to trim: rare, so one look at all of them
+            canonical_headers = "".join([f"{name}:{_header_value(headers.get(name, ''))}\n" for name in names])
+        path = request.path
+        head = "\n".join((request.method, "/" if path == "/" or not path else _canonical_path(path), canonical_query,
+                          canonical_headers, signed_headers))
         for payload_hash in self._payload_hashes(request, expires_s is not None):
-            canonical = f"{head}\n{payload_hash}"
-            string_to_sign = "\n".join((ALGORITHM, amz_date, "/".join(scope[1:]),
-                                        hashlib.sha256(canonical.encode("utf-8")).hexdigest()))
-            expected = hmac.digest(signing_key, string_to_sign.encode("utf-8"), "sha256").hex()  # one-shot: ~1 µs less
-            if hmac.compare_digest(expected, signature):
-                return Verified(key, region)
+            canonical = hashlib.sha256(f"{head}\n{payload_hash}".encode("utf-8")).hexdigest()
+            # A copy of the signing key's HMAC, not hmac.digest: that one hands the GIL away on every call.
+            mac = scope.mac.copy()
+            mac.update(f"{ALGORITHM}\n{amz_date}\n{scope.text}\n{canonical}".encode("utf-8"))
+            if hmac.compare_digest(mac.hexdigest(), signature):
+                return scope.verified
         raise errors.SignatureDoesNotMatch()
 
-    def _signing_key(self, key: AccessKey, day: str, region: str) -> bytes:
-        cached = self._signing_keys.get((key.secret, day, region))
-        if cached is not None:
-            return cached
-        derived = ("AWS4" + key.secret).encode("utf-8")
+    def _new_scope(self, credential: str, parts: list[str]) -> _Scope:
+        """Check a credential scope not seen since the keys were last loaded, and keep it."""
+        key_id, day, region, service, _ = parts
+        key = self._keys.get(key_id)
+        if key is None:
+            raise errors.InvalidClientTokenId()
+        if service != SERVICE:
+            raise errors.SignatureDoesNotMatch(f"Credential should be scoped to correct service: '{SERVICE}'. ")
+        signing_key = ("AWS4" + key.secret).encode("utf-8")
         for part in (day, region, SERVICE, "aws4_request"):
-            derived = hmac.new(derived, part.encode("utf-8"), hashlib.sha256).digest()
-        if len(self._signing_keys) >= _SIGNING_KEYS_KEPT:
-            self._signing_keys.clear()
-        self._signing_keys[(key.secret, day, region)] = derived
-        return derived
+            signing_key = hmac.new(signing_key, part.encode("utf-8"), hashlib.sha256).digest()
+        scope = _Scope(Verified(key, region), day, "/".join(parts[1:]), hmac.new(signing_key, digestmod=hashlib.sha256))
+        if len(self._scopes) >= _KEPT:
+            self._scopes.clear()
+        self._scopes[credential] = scope
+        return scope

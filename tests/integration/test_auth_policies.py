@@ -62,6 +62,26 @@ def test_another_accounts_queue_is_denied_then_allowed_by_add_permission_then_de
     assert visible(alice, alice_queue_url) == 2
 
 
+def test_a_request_repeated_follows_every_change_of_the_queue_policy_on_the_very_next_call(alice, bob, alice_queue_url):
+    """Decisions that depend on no condition are remembered between requests: no change may be missed."""
+    arn = arn_of(alice, alice_queue_url)
+    allow = {"Effect": "Allow", "Principal": {"AWS": OTHER_ACCOUNT}, "Action": "sqs:SendMessage", "Resource": arn}
+    deny = {"Effect": "Deny", "Principal": "*", "Action": "sqs:SendMessage", "Resource": arn}
+    for _ in range(2):
+        denied(lambda: bob.send_message(QueueUrl=alice_queue_url, MessageBody="not yet"))
+        alice.send_message(QueueUrl=alice_queue_url, MessageBody="the owner's")
+    set_policy(alice, alice_queue_url, allow)
+    for _ in range(2):
+        bob.send_message(QueueUrl=alice_queue_url, MessageBody="allowed")
+    set_policy(alice, alice_queue_url, allow, deny)
+    denied(lambda: bob.send_message(QueueUrl=alice_queue_url, MessageBody="denied again"))
+    denied(lambda: alice.send_message(QueueUrl=alice_queue_url, MessageBody="the owner denied too"))
+    set_policy(alice, alice_queue_url, allow)
+    bob.send_message(QueueUrl=alice_queue_url, MessageBody="allowed again")
+    alice.send_message(QueueUrl=alice_queue_url, MessageBody="the owner's again")
+    assert visible(alice, alice_queue_url) == 6
+
+
 def test_each_account_lists_and_creates_only_in_its_own_namespace(alice, bob, alice_queue_url):
     name = alice_queue_url.rsplit("/", 1)[1]
     own = bob.create_queue(QueueName=name)["QueueUrl"]  # the same name is another queue in another account

@@ -104,6 +104,36 @@ def test_sighup_rereads_the_credentials_file(tmp_path):
         assert server.stop() == 0
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_reload_takes_effect_on_the_very_next_request_of_a_key_that_was_just_used(tmp_path, protocol):
+    """The verifier keeps each key's signing key between requests; a reload must not leave any in force."""
+    path = write_credentials(tmp_path / "keys.toml")
+    server = start(tmp_path / "next.db", "--credentials", str(path))
+    try:
+        bob, worker = (signed_client(protocol, server.endpoint, key) for key in ("AKIDBOB", "AKIDWORKER"))
+        queue_url = signed_client(protocol, server.endpoint, "AKIDALICE").create_queue(QueueName="orders")["QueueUrl"]
+        assert bob.list_queues()["ResponseMetadata"]["HTTPStatusCode"] == 200
+        with pytest.raises(ClientError) as caught:  # the worker's policy names only the queue "jobs"
+            worker.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])
+        assert caught.value.response["Error"]["Code"] == "AccessDenied"
+        keys = {k: dict(v) for k, v in KEYS.items() if k != "AKIDBOB"}
+        keys["AKIDWORKER"]["policy"] = keys["AKIDWORKER"]["policy"].replace(":jobs", ":orders")
+        keys["AKIDALICE"]["secret_access_key"] = "alice-new-secret"
+        path.write_text(credentials_toml(keys))
+        server.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "credentials reloaded" in server.stderr_text(), "the reload after SIGHUP", timeout=15)
+        with pytest.raises(ClientError) as caught:
+            bob.list_queues()
+        assert caught.value.response["Error"]["Code"] == "InvalidClientTokenId"
+        with pytest.raises(ClientError) as caught:
+            signed_client(protocol, server.endpoint, "AKIDALICE").list_queues()  # the secret it had a moment ago
+        assert caught.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
+        attributes = worker.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]
+        assert attributes["QueueArn"].endswith(":orders")
+    finally:
+        assert server.stop() == 0
+
+
 def test_without_credentials_the_server_says_it_is_open_and_warns_off_loopback(tmp_path):
     server = start(tmp_path / "open.db")
     try:

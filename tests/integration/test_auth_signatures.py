@@ -142,3 +142,40 @@ def test_a_clock_skewed_past_five_minutes_is_signature_does_not_match(tmp_path, 
         assert server.proc.poll() is None
     finally:
         assert server.stop() == 0
+
+
+def _signed_list_queues(auth_server: Server, protocol: str, headers: dict[str, str]) -> AWSRequest:
+    """A ListQueues of `protocol` signed by botocore with these extra headers (signed too)."""
+    if protocol == "json":
+        request = json_request(auth_server.endpoint, "ListQueues", {})
+    else:
+        request = AWSRequest(method="POST", url=auth_server.endpoint + "/",
+                             data=urlencode({"Action": "ListQueues", "Version": "2012-11-05"}).encode(),
+                             headers={"Content-Type": "application/x-www-form-urlencoded"})
+    for name, value in headers.items():
+        request.headers[name] = value
+    return sign(request, "AKIDALICE")
+
+
+def test_a_signed_header_with_runs_of_spaces_is_verified_as_aws_trims_it_and_a_changed_one_is_refused(
+        auth_server, protocol):
+    request = _signed_list_queues(auth_server, protocol, {"X-Amz-Meta-Note": "two  spaces\tand a  tab"})
+    assert "x-amz-meta-note" in request.headers["Authorization"]  # botocore signed it, its runs made one space
+    status, _, body = send(request)
+    assert status == 200, body
+    del request.headers["X-Amz-Meta-Note"]
+    request.headers["X-Amz-Meta-Note"] = "two  spaces\tand a  TAB"
+    status, headers, _ = send(request)
+    assert (status, headers["x-amzn-query-error"]) == (403, "SignatureDoesNotMatch;Sender")
+
+
+@pytest.mark.parametrize("drop", ["Credential", "SignedHeaders", "Signature"])
+def test_an_authorization_header_without_one_of_its_parts_is_incomplete_signature(auth_server, protocol, drop):
+    request = _signed_list_queues(auth_server, protocol, {})
+    algorithm, _, parts = request.headers["Authorization"].partition(" ")
+    kept = ", ".join(part for part in parts.split(", ") if not part.startswith(drop + "="))
+    del request.headers["Authorization"]
+    request.headers["Authorization"] = f"{algorithm} {kept}"
+    status, headers, body = send(request)
+    assert (status, headers["x-amzn-query-error"]) == (400, "IncompleteSignature;Sender")
+    assert f"Authorization header requires '{drop}' parameter.".encode() in body
