@@ -89,6 +89,7 @@ def _json_response(status: int, document: dict[str, Any]) -> HttpResponse:
 def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None) -> ASGIApp:
     dispatcher = Dispatcher(engine, config.region, config.account_id, authenticator)
     guard = BrowserGuard(config.allowed_origins, config.allowed_hosts)
+    guards_hosts = bool(config.allowed_hosts)
     default_host = f"{config.host}:{config.port}"
     requests = RequestTally()
     latencies = requests.by_action
@@ -98,8 +99,11 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
     async def sqs(scope: dict[str, Any], receive: Any, send: Any) -> None:
         started = time.perf_counter()
         http_request = _http_request(scope, b"", default_host)
-        reason = guard.refusal(http_request.headers)
-        cors = guard.cors_headers(http_request.headers) if reason is None else None
+        headers = http_request.headers
+        reason = cors = None
+        if guards_hosts or "origin" in headers or "sec-fetch-site" in headers:  # else the guard has nothing to say
+            reason = guard.refusal(headers)
+            cors = guard.cors_headers(headers) if reason is None else None
         if reason is not None:
             response = dispatcher.refuse(http_request, errors.AccessDenied(reason))
         elif http_request.method == "OPTIONS" and cors and "access-control-request-method" in http_request.headers:
