@@ -140,7 +140,7 @@ class Dispatcher:
         target = request.headers.get("x-amz-target", "")
         is_json = _is_json(request)
         try:
-            caller = self.authenticate(request)
+            caller = None if self._authenticator is None else self.authenticate(request)  # off: not even a call
         except Exception as exc:  # nothing is decoded or run for a request that fails its signature
             if not isinstance(exc, errors.SQSError):
                 log.exception("request %s failed unexpectedly in authentication", request_id)

@@ -8,6 +8,7 @@ cache is only changed on the database thread after a commit.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -301,7 +302,7 @@ class QueueEngine(Subscriptions):
 
         sent, stored = await self._db.run(send)
         self.traffic.sent(queue.id, len(messages), now)
-        tally = self._tally(queue.id)
+        tally = self.queue_tallies.get(queue.id) or self._tally(queue.id)
         tally.sent += len(stored)
         sizes = tally.sizes
         for _, _, message in stored:  # Histogram.observe inlined: this runs for every message
@@ -501,7 +502,7 @@ class QueueEngine(Subscriptions):
 
     def _counts_change(self, tx: Transaction, queue_id: int) -> None:
         """The queue's counts change at this operation's COMMIT, before any answer, even if its caller has gone."""
-        tx.on_commit(lambda: self._counts.changed(queue_id))
+        tx.on_commit(functools.partial(self._counts.changed, queue_id))  # a partial: no frame of its own
 
     def _require(self, queue: Queue) -> Queue:
         """The queue's current state; fails if it was deleted since the request looked it up."""

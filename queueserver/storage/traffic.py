@@ -27,7 +27,10 @@ class Traffic:
         return series[-1]
 
     def sent(self, queue_id: int, count: int, now_ms: int) -> None:
-        if count:
+        series = self._series.get(queue_id)
+        if series and series[-1][0] == now_ms // 60_000:  # inline: this runs for every send
+            series[-1][1] += count
+        elif count:
             self._bucket(queue_id, now_ms)[1] += count
 
     def received(self, queue_id: int, count: int, now_ms: int) -> None:
