@@ -366,7 +366,11 @@ class QueueEngine(Subscriptions):
             return outcomes
 
         outcomes = await self._db.run(delete)
-        self._tally(queue.id).deleted += sum(1 for outcome in outcomes if outcome.error is None)
+        deleted = 0
+        for outcome in outcomes:  # a loop, not sum(genexpr): no generator per delete
+            if outcome.error is None:
+                deleted += 1
+        (self.queue_tallies.get(queue.id) or self._tally(queue.id)).deleted += deleted
         if queue.id in self._at_in_flight_limit or queue.fifo:
             self._notify(queue.id, len(handles))  # a deleted message may free its group or the in-flight limit
         return outcomes
@@ -395,7 +399,7 @@ class QueueEngine(Subscriptions):
         return tally
 
     def _count_received(self, queue: Queue, messages: list[ReceivedMessage]) -> list[ReceivedMessage]:
-        tally = self._tally(queue.id)
+        tally = self.queue_tallies.get(queue.id) or self._tally(queue.id)
         if messages:
             tally.received += len(messages)
         else:
