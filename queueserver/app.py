@@ -74,10 +74,14 @@ async def _read_body(headers: dict[str, str], receive: Any, limit: int) -> bytes
             return b"".join(chunks)
 
 
-async def _send(send: Any, response: HttpResponse) -> None:
+def _start_message(response: HttpResponse) -> dict[str, Any]:
     headers = [(b"content-length", str(len(response.body)).encode())]
     headers += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.headers.items()]
-    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    return {"type": "http.response.start", "status": response.status, "headers": headers}
+
+
+async def _send(send: Any, response: HttpResponse) -> None:
+    await send(_start_message(response))
     await send({"type": "http.response.body", "body": response.body})
 
 
@@ -89,6 +93,7 @@ def _json_response(status: int, document: dict[str, Any]) -> HttpResponse:
 def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None) -> ASGIApp:
     dispatcher = Dispatcher(engine, config.region, config.account_id, authenticator)
     guard = BrowserGuard(config.allowed_origins, config.allowed_hosts)
+    guards_hosts = bool(config.allowed_hosts)
     default_host = f"{config.host}:{config.port}"
     requests = RequestTally()
     latencies = requests.by_action
@@ -98,8 +103,11 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
     async def sqs(scope: dict[str, Any], receive: Any, send: Any) -> None:
         started = time.perf_counter()
         http_request = _http_request(scope, b"", default_host)
-        reason = guard.refusal(http_request.headers)
-        cors = guard.cors_headers(http_request.headers) if reason is None else None
+        headers = http_request.headers
+        reason = cors = None
+        if guards_hosts or "origin" in headers or "sec-fetch-site" in headers:  # else the guard has nothing to say
+            reason = guard.refusal(headers)
+            cors = guard.cors_headers(headers) if reason is None else None
         if reason is not None:
             response = dispatcher.refuse(http_request, errors.AccessDenied(reason))
         elif http_request.method == "OPTIONS" and cors and "access-control-request-method" in http_request.headers:
@@ -117,7 +125,8 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
                 response = await dispatcher.handle(http_request)
                 if cors:
                     response.headers.update(cors)
-        await _send(send, response)
+        await send(_start_message(response))  # _send's two steps inline: a coroutine less a request
+        await send({"type": "http.response.body", "body": response.body})
         elapsed = time.perf_counter() - started
         latency = latencies.get((http_request.action, response.status))
         if latency is None:

@@ -53,12 +53,20 @@ class _HeadTooLarge(Exception):
 
 
 class GuardedHttpProtocol(HttpToolsProtocol):
+    """The deadlines are set after each chunk is parsed, not from the parser's callbacks: a request
+    that arrives whole (nearly all of them) then arms and cancels no timer at all, where arming
+    one per callback cost two call_later and two cancels a request."""
+
     def __init__(self, *args: Any, limits: ServerConfig, refusals: RefusalLog, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._limits = limits
+        self._max_head_bytes = limits.max_header_bytes  # read per header: an attribute, not a lookup chain
+        self._max_headers = limits.max_headers
         self._refusals = refusals
         self._deadline: asyncio.TimerHandle | None = None
+        self._deadline_is_body = False
         self._awaiting_head = True  # between requests: the next bytes start a head
+        self._body_pending = False  # the head is in, the message is not complete yet
         self._head_bytes = 0
         self._header_count = 0
         self._refusal: bytes | None = None
@@ -71,16 +79,24 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._refusals.refused(self.loop, self._limits.max_connections)
             return
         super().connection_made(transport)
-        self._arm(self._limits.header_timeout)
+        self._arm(self._limits.header_timeout, body=False)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._awaiting_head and self._deadline is None:
-            self._arm(self._limits.header_timeout)
         super().data_received(data)
+        # What is still missing after this chunk decides the deadline: the head (from its first
+        # bytes), the body (from the end of the head), or nothing.
+        if self._awaiting_head:
+            if self._deadline is None:
+                self._arm(self._limits.header_timeout, body=False)
+        elif self._body_pending:
+            if not self._deadline_is_body:
+                self._arm(self._limits.body_timeout, body=True)
+        elif self._deadline is not None:
+            self._disarm()
 
     def on_message_begin(self) -> None:
         self._head_bytes = 0
@@ -88,20 +104,26 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().on_message_begin()
 
     def on_url(self, url: bytes) -> None:
-        self._count_head(len(url), 0)
-        super().on_url(url)
+        self._head_bytes += len(url)
+        if self._head_bytes > self._max_head_bytes:
+            self._head_too_large()
+        HttpToolsProtocol.on_url(self, url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_head(len(name) + len(value) + 4, 1)
-        super().on_header(name, value)
+        # Inline, not a helper: this runs for every header of every request.
+        self._head_bytes += len(name) + len(value) + 4
+        self._header_count += 1
+        if self._head_bytes > self._max_head_bytes or self._header_count > self._max_headers:
+            self._head_too_large()
+        HttpToolsProtocol.on_header(self, name, value)
 
     def on_headers_complete(self) -> None:
         self._awaiting_head = False
-        self._arm(self._limits.body_timeout)
+        self._body_pending = True
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
-        self._disarm()
+        self._body_pending = False
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
@@ -115,26 +137,26 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self.transport.write(self._refusal)
         self.transport.close()
 
-    def _count_head(self, size: int, headers: int) -> None:
-        self._head_bytes += size
-        self._header_count += headers
-        if self._head_bytes > self._limits.max_header_bytes or self._header_count > self._limits.max_headers:
-            self._refusal = HEAD_TOO_LARGE
-            log.info("request refused: its head is over %d bytes or %d headers (431)",
-                     self._limits.max_header_bytes, self._limits.max_headers)
-            raise _HeadTooLarge()
+    def _head_too_large(self) -> None:
+        self._refusal = HEAD_TOO_LARGE
+        log.info("request refused: its head is over %d bytes or %d headers (431)",
+                 self._limits.max_header_bytes, self._limits.max_headers)
+        raise _HeadTooLarge()
 
-    def _arm(self, seconds: float) -> None:
+    def _arm(self, seconds: float, body: bool) -> None:
         self._disarm()
         self._deadline = self.loop.call_later(seconds, self._expire)
+        self._deadline_is_body = body
 
     def _disarm(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
+            self._deadline_is_body = False
 
     def _expire(self) -> None:
         self._deadline = None
+        self._deadline_is_body = False
         what = "head" if self._awaiting_head else "body"
         log.debug("connection closed: the request's %s did not arrive in time", what)  # a flood must not flood the log
         self.transport.close()

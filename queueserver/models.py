@@ -68,6 +68,8 @@ class Queue:
     @property
     def subscribed_to(self) -> str | None:
         """The name of the queue this subscription receives from; None for a queue."""
+        if SUBSCRIPTION_SEPARATOR not in self.name:  # asked on every send
+            return None
         parent, separator, _ = self.name.partition(SUBSCRIPTION_SEPARATOR)
         return parent if separator else None
 

@@ -125,7 +125,7 @@ class Dispatcher:
         request_id = uuid4_string(self._random)
         codec = codec_for(request.headers)
         try:
-            caller = self.authenticate(request)
+            caller = None if self._authenticator is None else self.authenticate(request)  # off: not even a call
         except Exception as exc:  # nothing is decoded or run for a request that fails its signature
             if not isinstance(exc, errors.SQSError):
                 log.exception("request %s failed unexpectedly in authentication", request_id)

@@ -111,11 +111,15 @@ def queue_location(url: str, ctx: RequestContext) -> tuple[str, str, str]:
     """
     # not urlsplit, which silently drops "\t\r\n" and so would find `victim` for `victim\n`
     path = url
-    if "://" in url:
-        after_scheme = url.partition("://")[2]
-        path = after_scheme[after_scheme.find("/"):] if "/" in after_scheme else ""
-    path = path.partition("?")[0].partition("#")[0]
-    parts = [p for p in path.split("/") if p]
+    scheme_end = url.find("://")
+    if scheme_end >= 0:
+        path_start = url.find("/", scheme_end + 3)
+        path = url[path_start:] if path_start >= 0 else ""
+    if "?" in path:  # `in` first: most URLs have neither, and a partition costs a call
+        path = path.partition("?")[0]
+    if "#" in path:
+        path = path.partition("#")[0]
+    parts = list(filter(None, path.split("/")))
     if not parts:
         raise errors.QueueDoesNotExist()
     if len(parts) == 1:

@@ -247,8 +247,8 @@ class Database:
                     break
                 outcomes.append((True, result))
                 undo.extend(tx._undo)
-                if tx._on_commit:
-                    committed_hooks.extend((op.loop, hook) for hook in tx._on_commit)
+                for hook in tx._on_commit:  # a loop, not extend(genexpr): no generator per operation
+                    committed_hooks.append((op.loop, hook))
         if aborted is None and conn is not None:
             try:
                 conn.execute("COMMIT")

@@ -8,6 +8,7 @@ cache is only changed on the database thread after a commit.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -301,7 +302,7 @@ class QueueEngine(Subscriptions):
 
         sent, stored = await self._db.run(send)
         self.traffic.sent(queue.id, len(messages), now)
-        tally = self._tally(queue.id)
+        tally = self.queue_tallies.get(queue.id) or self._tally(queue.id)
         tally.sent += len(stored)
         sizes = tally.sizes
         for _, _, message in stored:  # Histogram.observe inlined: this runs for every message
@@ -365,7 +366,11 @@ class QueueEngine(Subscriptions):
             return outcomes
 
         outcomes = await self._db.run(delete)
-        self._tally(queue.id).deleted += sum(1 for outcome in outcomes if outcome.error is None)
+        deleted = 0
+        for outcome in outcomes:  # a loop, not sum(genexpr): no generator per delete
+            if outcome.error is None:
+                deleted += 1
+        (self.queue_tallies.get(queue.id) or self._tally(queue.id)).deleted += deleted
         if queue.id in self._at_in_flight_limit or queue.fifo:
             self._notify(queue.id, len(handles))  # a deleted message may free its group or the in-flight limit
         return outcomes
@@ -394,7 +399,7 @@ class QueueEngine(Subscriptions):
         return tally
 
     def _count_received(self, queue: Queue, messages: list[ReceivedMessage]) -> list[ReceivedMessage]:
-        tally = self._tally(queue.id)
+        tally = self.queue_tallies.get(queue.id) or self._tally(queue.id)
         if messages:
             tally.received += len(messages)
         else:
@@ -501,7 +506,7 @@ class QueueEngine(Subscriptions):
 
     def _counts_change(self, tx: Transaction, queue_id: int) -> None:
         """The queue's counts change at this operation's COMMIT, before any answer, even if its caller has gone."""
-        tx.on_commit(lambda: self._counts.changed(queue_id))
+        tx.on_commit(functools.partial(self._counts.changed, queue_id))  # a partial: no frame of its own
 
     def _require(self, queue: Queue) -> Queue:
         """The queue's current state; fails if it was deleted since the request looked it up."""

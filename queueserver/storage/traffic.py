@@ -27,11 +27,17 @@ class Traffic:
         return series[-1]
 
     def sent(self, queue_id: int, count: int, now_ms: int) -> None:
-        if count:
+        series = self._series.get(queue_id)
+        if series and series[-1][0] == now_ms // 60_000:  # inline: this runs for every send
+            series[-1][1] += count
+        elif count:
             self._bucket(queue_id, now_ms)[1] += count
 
     def received(self, queue_id: int, count: int, now_ms: int) -> None:
-        if count:
+        series = self._series.get(queue_id)
+        if series and series[-1][0] == now_ms // 60_000:  # inline: this runs for every receive
+            series[-1][2] += count
+        elif count:
             self._bucket(queue_id, now_ms)[2] += count
 
     def forget(self, queue_id: int) -> None:
