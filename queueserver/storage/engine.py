@@ -14,7 +14,7 @@ import os
 from bisect import bisect_left
 from typing import Awaitable, Callable
 
-from queueserver import errors, limits
+from queueserver import errors
 from queueserver.clock import Clock
 from queueserver.models import (
     BrowsedMessage, EntryOutcome, MoveTask, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage,
@@ -24,6 +24,7 @@ from queueserver.storage import message_store, queue_store
 from queueserver.storage.cooldowns import Cooldowns
 from queueserver.storage.count_cache import MAX_AGE_SECONDS, CountCache
 from queueserver.storage.database import Database, Transaction
+from queueserver.storage.handles import change_one_visibility, expired_handle, invalid_handle
 from queueserver.storage.migrations import migrate
 from queueserver.storage.observe import Observer
 from queueserver.storage.queue_cache import QueueCache
@@ -59,7 +60,7 @@ class QueueEngine:
                                     self._counts_change)
         self.health = db.health  # what a readiness check reports: False once a background worker ended
         self._sweeper = RetentionSweeper(db, clock, self._queues.in_transaction)
-        self.traffic = Traffic()  # sent/received per minute, for the console
+        self._traffic = Traffic()  # sent/received per minute, for the console
         self._move_tasks = Redriver(db, clock, self._queues.find_by_arn_in_transaction, self._notify,
                                     self._counts.changed)
         self.queue_tallies: dict[int, QueueTally] = {}  # by queue id: the CloudWatch counters
@@ -169,7 +170,7 @@ class QueueEngine:
 
         for each in await self._db.run(delete):
             self._counts.forget(each.id)
-            self.traffic.forget(each.id)
+            self._traffic.forget(each.id)
             self.queue_tallies.pop(each.id, None)
             self._cooldowns.deleted(each.key, self._clock.now_ms())
             self._notify(each.id)
@@ -243,7 +244,7 @@ class QueueEngine:
         """Store the messages; on a FIFO queue a duplicate within 5 minutes is answered, not stored."""
         now = self._clock.now_ms()
         sent, stored = await self._db.run(lambda tx: self._sending.send(tx, queue, messages, now, sender_id))
-        self.traffic.sent(queue.id, len(messages), now)
+        self._traffic.sent(queue.id, len(messages), now)
         tally = self._tally(queue.id)
         tally.sent += len(stored)
         sizes = tally.sizes
@@ -271,7 +272,7 @@ class QueueEngine:
                     self._notify(moved_to[0], moved_to[1])
                     self._tally(queue.id).dead_lettered += moved_to[1]
                 if messages or waiter is None:
-                    self.traffic.received(queue.id, len(messages), clock.now_ms())
+                    self._traffic.received(queue.id, len(messages), clock.now_ms())
                     return self._count_received(queue, messages)
                 if clock.now_ms() >= deadline_ms or loop.time() >= real_deadline:
                     return self._count_received(queue, messages)
@@ -294,10 +295,10 @@ class QueueEngine:
             outcomes = []
             for handle, receipt in zip(handles, receipts):
                 if receipt is None or receipt.queue_id != queue.id:
-                    outcomes.append(EntryOutcome(error=_invalid_handle(handle)))
+                    outcomes.append(EntryOutcome(error=invalid_handle(handle)))
                 elif current.fifo and not message_store.delete_in_flight(
                         tx.conn, queue.id, receipt.row_id, receipt.token, now):
-                    outcomes.append(EntryOutcome(error=_expired_handle(handle)))
+                    outcomes.append(EntryOutcome(error=expired_handle(handle)))
                 else:
                     outcomes.append(EntryOutcome())
             if not current.fifo:
@@ -317,11 +318,15 @@ class QueueEngine:
         def change(tx: Transaction) -> list[EntryOutcome]:
             self._queues.require(queue)
             self._counts_change(tx, queue.id)
-            return [self._change_one(tx, queue, c, now) for c in changes]
+            return [change_one_visibility(tx.conn, self._signer, queue, c, now) for c in changes]
 
         outcomes = await self._db.run(change)
         self._notify(queue.id, len(changes))
         return outcomes
+
+    def traffic_per_minute(self, queue: Queue, now_ms: int) -> tuple[list[int], list[int]]:
+        """(sent, received) in each of the last minutes, oldest first (the console's charts)."""
+        return self._traffic.per_minute(queue.id, now_ms)
 
     async def browse_messages(self, queue: Queue, *, after: int, limit: int) -> list[BrowsedMessage]:
         """The queue's messages in send order, read without receiving them (an extension to SQS)."""
@@ -348,29 +353,6 @@ class QueueEngine:
 
     # -- on the database thread ----------------------------------------------
 
-    def _change_one(self, tx: Transaction, queue: Queue, change: VisibilityChange, now: int) -> EntryOutcome:
-        """The latest handle changes its message's visibility, on a standard queue even after the
-        visibility timeout ended (as SQS does); on a FIFO queue only while the message is in flight."""
-        receipt = self._signer.decode(change.receipt_handle)
-        if receipt is None or receipt.queue_id != queue.id:
-            return EntryOutcome(error=_invalid_handle(change.receipt_handle))
-        state = message_store.visibility_state(tx.conn, queue.id, receipt.row_id)
-        latest = state is not None and state.receipt_token == receipt.token
-        if queue.fifo and (not latest or state is None or state.visible_at_ms <= now):
-            return EntryOutcome(error=_expired_handle(change.receipt_handle))
-        if not latest or state is None:
-            return EntryOutcome(error=errors.invalid_value(
-                "ReceiptHandle", change.receipt_handle,
-                "Message does not exist or is not available for visibility timeout change."))
-        new_visible_at = now + change.visibility_timeout * 1000
-        if new_visible_at - state.received_at_ms > limits.MAX_VISIBILITY_TIMEOUT_SECONDS * 1000:
-            return EntryOutcome(error=errors.invalid_value(
-                "VisibilityTimeout", change.visibility_timeout,
-                f"Total VisibilityTimeout for the message is beyond the limit "
-                f"[{limits.MAX_VISIBILITY_TIMEOUT_SECONDS} seconds]"))
-        message_store.set_visible_at(tx.conn, receipt.row_id, new_visible_at)
-        return EntryOutcome()
-
     def _counts_change(self, tx: Transaction, queue_id: int) -> None:
         """The queue's counts change at this operation's COMMIT, before any answer, even if its caller has gone."""
         tx.on_commit(lambda: self._counts.changed(queue_id))
@@ -383,10 +365,3 @@ class QueueEngine:
     def _notify(self, queue_id: int, count: int | None = None) -> None:
         self._waiters.notify(queue_id, count)
 
-
-def _invalid_handle(handle: str) -> errors.ReceiptHandleIsInvalid:
-    return errors.ReceiptHandleIsInvalid(f'The input receipt handle "{handle}" is not a valid receipt handle.')
-
-
-def _expired_handle(handle: str) -> errors.InvalidParameterValue:
-    return errors.invalid_value("ReceiptHandle", handle, "The receipt handle has expired.")
