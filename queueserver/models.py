@@ -146,21 +146,28 @@ def sequence_number(row_id: int) -> str:
 
 
 @dataclass(slots=True)
-class ReceivedMessage:
+class StoredMessage:
+    """What is stored about a message, as received or browsed: the fields of its system attributes.
+    Every field is given, positionally in this order (keywords cost more, and this is made per message)."""
+
     message_id: str
-    receipt_handle: str
     body: str
     md5_of_body: str
     attributes: dict[str, dict[str, Any]] | None
     sent_at_ms: int
     sender_id: str
     receive_count: int
-    first_received_at_ms: int
-    trace_header: str | None = None
-    group_id: str | None = None
-    deduplication_id: str | None = None
-    sequence_number: str | None = None
-    dead_letter_source_arn: str | None = None
+    first_received_at_ms: int | None  # None: never received
+    trace_header: str | None
+    group_id: str | None
+    deduplication_id: str | None
+    sequence_number: str | None
+    dead_letter_source_arn: str | None
+
+
+@dataclass(slots=True)
+class ReceivedMessage(StoredMessage):
+    receipt_handle: str
 
 
 @dataclass(frozen=True)
@@ -198,22 +205,9 @@ class MoveTask:
     started_at_ms: int
 
 
-@dataclass(frozen=True)
-class BrowsedMessage:
+@dataclass(slots=True)
+class BrowsedMessage(StoredMessage):
     """A message seen without receiving it (the browse extension): no receipt handle, no count change."""
 
     position: int  # its place in the queue; browsing resumes after it
-    message_id: str
-    body: str
-    md5_of_body: str
-    attributes: dict[str, dict[str, Any]] | None
-    sent_at_ms: int
-    sender_id: str
-    receive_count: int
-    first_received_at_ms: int
     state: str  # "visible", "in_flight" or "delayed"
-    trace_header: str | None = None
-    group_id: str | None = None
-    deduplication_id: str | None = None
-    sequence_number: str | None = None
-    dead_letter_source_arn: str | None = None

@@ -120,7 +120,8 @@ async def _apply(engine: QueueEngine, d: QueueDeclaration, supplied: dict[str, s
         defaults = {**queue_attributes.DEFAULTS, **(queue_attributes.FIFO_DEFAULTS if fifo else {})}
         try:
             attributes = queue_attributes.apply(defaults, supplied)
-            await engine.create_queue(d.region, d.account, d.name, fifo, attributes, supplied, d.tags)
+            await engine.create_queue(d.region, d.account, d.name, fifo=fifo, attributes=attributes,
+                                      supplied=supplied, tags=d.tags)
         except errors.SQSError as exc:
             raise ConfigError(f"{where}: {exc.message}") from None
         log.info("config: created queue %s (%s, %s)", d.name, d.region, d.account)

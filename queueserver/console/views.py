@@ -72,10 +72,10 @@ def dead_letter_arn(queue: Queue) -> str | None:
 async def queue_row(engine: QueueEngine, queue: Queue) -> QueueRow:
     counts = await engine.queue_counts(queue)
     now = engine.clock.now_ms()
-    first = await engine.browse_messages(queue, 0, 1)
+    first = await engine.browse_messages(queue, after=0, limit=1)
     oldest = max(0, (now - first[0].sent_at_ms) // 1000) if first else None
     kind = "FIFO" if queue.fifo else "fair" if first and first[0].group_id else "standard"
-    sent, received = engine.traffic.per_minute(queue.id, now)
+    sent, received = engine.traffic_per_minute(queue, now)
     return QueueRow(queue, kind, counts.visible, counts.in_flight, counts.delayed, oldest, sent, received,
                     dead_letter_arn(queue), _last_60_seconds(sent, now), _last_60_seconds(received, now))
 

@@ -33,7 +33,7 @@ async def browse_messages(engine: QueueEngine, ctx: RequestContext, p: dict[str,
         after = int(token)
     attribute_names = params.string_list(p, "MessageAttributeNames") if "MessageAttributeNames" in p else ["All"]
     assert limit is not None
-    browsed = await engine.browse_messages(queue, after, limit)
+    browsed = await engine.browse_messages(queue, after=after, limit=limit)
     result: dict[str, Any] = {"Messages": [_message(m, attribute_names) for m in browsed]}
     if len(browsed) == limit:
         result["NextToken"] = str(browsed[-1].position)
@@ -41,25 +41,11 @@ async def browse_messages(engine: QueueEngine, ctx: RequestContext, p: dict[str,
 
 
 def _message(m: BrowsedMessage, attribute_names: list[str]) -> dict[str, Any]:
-    system = {
-        "SenderId": m.sender_id,
-        "SentTimestamp": str(m.sent_at_ms),
-        "ApproximateReceiveCount": str(m.receive_count),
-        "ApproximateFirstReceiveTimestamp": str(m.first_received_at_ms) if m.first_received_at_ms else None,
-        "AWSTraceHeader": m.trace_header,
-        "MessageGroupId": m.group_id,
-        "MessageDeduplicationId": m.deduplication_id,
-        "SequenceNumber": m.sequence_number,
-        "DeadLetterQueueSourceArn": m.dead_letter_source_arn,
-    }
     result: dict[str, Any] = {
         "MessageId": m.message_id, "MD5OfBody": m.md5_of_body, "Body": m.body, "State": m.state,
-        "Attributes": {k: v for k, v in system.items() if v is not None},
+        "Attributes": messages.system_attributes(m),
     }
-    selected = messages.select_attributes(m.attributes, attribute_names)
-    if selected:
-        result["MD5OfMessageAttributes"] = messages.md5_of_attributes(selected)
-        result["MessageAttributes"] = selected
+    messages.add_message_attributes(result, m, attribute_names)
     return result
 
 
@@ -80,7 +66,7 @@ async def create_subscription(engine: QueueEngine, ctx: RequestContext, p: dict[
     start_from = params.string(p, "StartFrom") or "new"
     if start_from not in _START_FROM:
         raise errors.invalid_value("StartFrom", start_from, "Must be new or all, if provided.")
-    subscription = await engine.create_subscription(queue, name, start_from == "all")
+    subscription = await engine.create_subscription(queue, name, start_from_all=start_from == "all")
     return {"SubscriptionUrl": ctx.queue_url(subscription.name)}
 
 

@@ -117,7 +117,7 @@ async def send_message(engine: QueueEngine, ctx: RequestContext, p: dict[str, An
     message, _ = _new_message(queue, p)
     if message.trace_header is None:  # an explicit AWSTraceHeader wins over the X-Ray header
         message.trace_header = ctx.trace_header
-    [sent] = await engine.send_messages(queue, [message], ctx.sender_id)
+    [sent] = await engine.send_messages(queue, [message], sender_id=ctx.sender_id)
     return _sent(sent)
 
 
@@ -139,7 +139,7 @@ async def send_message_batch(engine: QueueEngine, ctx: RequestContext, p: dict[s
             failed.append(_failure(entry["Id"], error))
     successful = []
     if accepted:
-        sent = await engine.send_messages(queue, [m for _, m in accepted], ctx.sender_id)
+        sent = await engine.send_messages(queue, [m for _, m in accepted], sender_id=ctx.sender_id)
         successful = [{"Id": entry_id, **_sent(s)} for (entry_id, _), s in zip(accepted, sent)]
     return {"Successful": successful, "Failed": failed}
 
@@ -183,7 +183,8 @@ async def receive_message(engine: QueueEngine, ctx: RequestContext, p: dict[str,
     attribute_names = params.string_list(p, "MessageAttributeNames")
     attempt_id = _printable_id(p, "ReceiveRequestAttemptId") if queue.fifo else None
     assert max_messages is not None and visibility is not None and wait is not None
-    received = await engine.receive_messages(queue, max_messages, visibility, wait, attempt_id)
+    received = await engine.receive_messages(queue, max_messages=max_messages, visibility_timeout=visibility,
+                                            wait_seconds=wait, attempt_id=attempt_id)
     if not received:
         return {}
     return {"Messages": [_message(m, system_names, attribute_names) for m in received]}
@@ -194,25 +195,11 @@ def _message(m: ReceivedMessage, system_names: set[str], attribute_names: list[s
         "MessageId": m.message_id, "ReceiptHandle": m.receipt_handle, "MD5OfBody": m.md5_of_body, "Body": m.body,
     }
     if system_names:
-        everything = "All" in system_names
-        available = {
-            "SenderId": m.sender_id,
-            "SentTimestamp": str(m.sent_at_ms),
-            "ApproximateReceiveCount": str(m.receive_count),
-            "ApproximateFirstReceiveTimestamp": str(m.first_received_at_ms),
-            "AWSTraceHeader": m.trace_header,
-            "MessageGroupId": m.group_id,
-            "MessageDeduplicationId": m.deduplication_id,
-            "SequenceNumber": m.sequence_number,
-            "DeadLetterQueueSourceArn": m.dead_letter_source_arn,
-        }
-        chosen = {k: v for k, v in available.items() if v is not None and (everything or k in system_names)}
+        available = messages.system_attributes(m)
+        chosen = available if "All" in system_names else {k: v for k, v in available.items() if k in system_names}
         if chosen:
             result["Attributes"] = chosen
-    selected = messages.select_attributes(m.attributes, attribute_names)
-    if selected:
-        result["MD5OfMessageAttributes"] = messages.md5_of_attributes(selected)
-        result["MessageAttributes"] = selected
+    messages.add_message_attributes(result, m, attribute_names)
     return result
 
 

@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from queueserver import errors, limits
+from queueserver.models import StoredMessage
 
 # XML 1.0's character set: everything else is InvalidMessageContents.
 _INVALID_CHARACTER = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -207,3 +208,27 @@ def select_attributes(attributes: dict[str, dict[str, str]] | None, names: list[
     prefixes = [n[:-1] for n in names if n.endswith(".*")]
     return {name: value for name, value in attributes.items()
             if name in wanted or any(name.startswith(p) for p in prefixes)}
+
+
+def system_attributes(m: StoredMessage) -> dict[str, str]:
+    """A received or browsed message's system attributes by their SQS names: those it has, as SQS strings."""
+    available = {
+        "SenderId": m.sender_id,
+        "SentTimestamp": str(m.sent_at_ms),
+        "ApproximateReceiveCount": str(m.receive_count),
+        "ApproximateFirstReceiveTimestamp": None if m.first_received_at_ms is None else str(m.first_received_at_ms),
+        "AWSTraceHeader": m.trace_header,
+        "MessageGroupId": m.group_id,
+        "MessageDeduplicationId": m.deduplication_id,
+        "SequenceNumber": m.sequence_number,
+        "DeadLetterQueueSourceArn": m.dead_letter_source_arn,
+    }
+    return {name: value for name, value in available.items() if value is not None}
+
+
+def add_message_attributes(result: dict[str, Any], m: StoredMessage, names: list[str]) -> None:
+    """Add the message attributes asked for, and their digest, to a received or browsed message's answer."""
+    selected = select_attributes(m.attributes, names)
+    if selected:
+        result["MD5OfMessageAttributes"] = md5_of_attributes(selected)
+        result["MessageAttributes"] = selected

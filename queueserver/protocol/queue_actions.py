@@ -65,7 +65,8 @@ async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, An
     _check_tags(tags)
     defaults = {**queue_attributes.DEFAULTS, **(queue_attributes.FIFO_DEFAULTS if fifo else {})}
     attributes = queue_attributes.apply(defaults, supplied)
-    queue = await engine.create_queue(ctx.region, ctx.account, name, fifo, attributes, supplied, tags)
+    queue = await engine.create_queue(ctx.region, ctx.account, name, fifo=fifo, attributes=attributes,
+                                     supplied=supplied, tags=tags)
     return {"QueueUrl": ctx.queue_url(queue.name)}
 
 
@@ -110,7 +111,7 @@ async def list_queues(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any
     max_results = params.integer(p, "MaxResults", None, 1, limits.MAX_LIST_RESULTS,
                                  "MaxResults must be an integer between 1 and 1000.")
     ctx.authorize("*", None, None)
-    queues = engine.list_queues(ctx.region, ctx.account, prefix)
+    queues = engine.list_queues(ctx.region, ctx.account, prefix=prefix)
     return paginate([ctx.queue_url(q.name) for q in queues], [q.name for q in queues],
                     max_results, params.string(p, "NextToken"), "QueueUrls")
 

@@ -57,7 +57,7 @@ async def start_message_move_task(engine: QueueEngine, ctx: RequestContext, p: d
             raise errors.InvalidParameterValue("The source and destination queues must be of the same type.")
         if destination.id == source.id:
             raise errors.InvalidParameterValue("The source and destination queues must be different.")
-    handle = await engine.move_tasks.start(source, destination_arn or None, rate)
+    handle = await engine.start_move_task(source, destination_arn=destination_arn or None, rate=rate)
     return {"TaskHandle": handle}
 
 
@@ -68,7 +68,7 @@ async def list_message_move_tasks(engine: QueueEngine, ctx: RequestContext, p: d
     assert source_arn is not None and max_results is not None
     _queue_by_arn(engine, ctx, source_arn, "SourceArn")
     results = []
-    for task in await engine.move_tasks.list(source_arn, max_results):
+    for task in await engine.list_move_tasks(source_arn, max_results=max_results):
         result: dict[str, Any] = {
             "Status": task.status,
             "SourceArn": task.source_arn,
@@ -92,7 +92,7 @@ async def cancel_message_move_task(engine: QueueEngine, ctx: RequestContext, p: 
     handle = params.string(p, "TaskHandle", required_=True)
     assert handle is not None
     _queue_by_arn(engine, ctx, _source_arn_of(handle), "SourceArn")
-    return {"ApproximateNumberOfMessagesMoved": await engine.move_tasks.cancel(handle)}
+    return {"ApproximateNumberOfMessagesMoved": await engine.cancel_move_task(handle)}
 
 
 def _source_arn_of(handle: str) -> str:

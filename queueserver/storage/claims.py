@@ -15,6 +15,8 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from queueserver.storage.rows import CLAIMED_COLUMNS, ClaimedRow, claimed
+
 
 @dataclass(frozen=True)
 class DeadLetterTarget:
@@ -34,10 +36,7 @@ class Claim:
     dead_letter: DeadLetterTarget | None
 
 
-ClaimedRow = tuple[int, int, int, int, str | None, int]  # id, receive_count, first_received, token, group, body id
-
-# The body id: the row's own, or the shared one of a subscription's delivery (issue 22).
-_RETURNING = "RETURNING id, receive_count, first_received_at_ms, receipt_token, group_id, coalesce(body_id, id)"
+_RETURNING = f"RETURNING {CLAIMED_COLUMNS}"
 _SET_CLAIMED = """
 SET visible_at_ms = :visible_at,
     receive_count = receive_count + 1,
@@ -79,7 +78,7 @@ def claim_standard(conn: sqlite3.Connection, claim: Claim) -> tuple[list[Claimed
         moved_ids = [row[0] for row in conn.execute(_MOVE_STANDARD, params)]
         mark_dead_lettered(conn, moved_ids, claim.dead_letter, claim.now_ms)
         moved = len(moved_ids)
-    return conn.execute(_CLAIM_STANDARD, params).fetchall(), moved
+    return claimed(conn.execute(_CLAIM_STANDARD, params)), moved
 
 
 def in_flight(conn: sqlite3.Connection, queue_id: int, now_ms: int, limit: int) -> int:
@@ -96,13 +95,13 @@ def claim_ids(conn: sqlite3.Connection, claim: Claim, chosen: list[int]) -> list
     params: dict[str, int] = {"visible_at": claim.visible_at_ms, "now": claim.now_ms}
     params.update((f"id{i}", row_id) for i, row_id in enumerate(chosen))
     placeholders = ",".join(f":id{i}" for i in range(len(chosen)))
-    return conn.execute(f"UPDATE messages {_SET_CLAIMED} WHERE id IN ({placeholders}) {_RETURNING}", params).fetchall()
+    return claimed(conn.execute(f"UPDATE messages {_SET_CLAIMED} WHERE id IN ({placeholders}) {_RETURNING}", params))
 
 
 def in_order_taken(rows: list[ClaimedRow], chosen: list[int]) -> list[ClaimedRow]:
     """The claimed rows in the order the receive chose them (RETURNING's order is unspecified)."""
     place = {row_id: i for i, row_id in enumerate(chosen)}
-    return sorted(rows, key=lambda row: place[row[0]])
+    return sorted(rows, key=lambda row: place[row.row_id])
 
 
 def move_to_dead_letter_queue(conn: sqlite3.Connection, row_ids: list[int], target: DeadLetterTarget,

@@ -1,4 +1,4 @@
-"""One SQLite connection on one thread, with group commit, and the fsync on a thread of its own.
+"""One SQLite connection on one thread, with group commit, and the fsync on a thread of its own (syncer.py).
 
 Every operation is a plain function of a `Transaction`, run on the database thread.
 Operations that arrive while the thread is busy are run together in one
@@ -34,7 +34,7 @@ import queue
 import sqlite3
 import threading
 import time
-from typing import Any, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 from queueserver import errors
 from queueserver.storage import write_back
@@ -42,6 +42,7 @@ from queueserver.tallies import StorageTally
 from queueserver.storage.health import Health
 from queueserver.storage.loop_calls import call_on_loops, resolve, yield_to_the_event_loop
 from queueserver.storage.sqlite_file import connect, describe, lock_file
+from queueserver.storage.syncer import Syncer
 
 log = logging.getLogger(__name__)
 
@@ -107,25 +108,16 @@ class Database:
         self._checked_at = 0.0
         self._max_group = max_group
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._committed: queue.SimpleQueue[Any] = queue.SimpleQueue()  # numbers of writing groups, to sync
         self._groups_written = 0  # writing groups committed (the database thread counts)
-        self._groups_synced = 0  # ... and how many of them an fsync covers (the syncer counts)
-        self._barriers: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future]] = []
-        self._barrier_lock = threading.Lock()
-        self._sync_log = sync_log
-        self._log_fd = write_back.open_log(path)
+        self._syncer = Syncer(write_back.open_log(path), sync_log, self.tally, self.health)
         self._changes = conn.total_changes
-        self._unsynced: errors.SQSError | None = None  # set for good by a failed fsync
         self._restoring: errors.SQSError | None = None  # while a deleted file is not written back: why
         self._thread = threading.Thread(target=self.health.thread_target("the database thread", self._serve),
                                         name="queueserver-sqlite", daemon=True)
-        self._syncer = threading.Thread(target=self.health.thread_target("the fsync thread", self._sync_forever),
-                                        name="queueserver-fsync", daemon=True)
         self._closed = False
         self._failing: str | None = None  # the outage logged last, until its recovery is logged
         self._recovering_since: float | None = None
         self._thread.start()
-        self._syncer.start()
 
     async def run(self, fn: Callable[[Transaction], T]) -> T:
         """Run `fn` in the next group; its result comes at COMMIT, before it is durable (see `durable`)."""
@@ -136,24 +128,14 @@ class Database:
         self._inbox.put(_Operation(fn, future, loop))
         return await future
 
-    async def durable(self) -> None:
+    def durable(self) -> Awaitable[None]:
         """Wait until every group committed so far is on disk; raise ServiceUnavailable if that failed.
 
         Whatever acknowledges a change (or shows data a change produced) awaits this first.
         Until then the loop can build the answer while the disk works. A group still running is
         not waited for: a group held up (by a lock, say) must not hold up everyone's answers.
         """
-        target = self._groups_written
-        if self._groups_synced >= target and self._unsynced is None:
-            return
-        future = asyncio.get_running_loop().create_future()
-        with self._barrier_lock:
-            if self._unsynced is not None:
-                raise self._unsynced
-            if self._groups_synced >= target:
-                return
-            self._barriers.append((target, future.get_loop(), future))
-        await future
+        return self._syncer.durable(self._groups_written)
 
     async def close(self) -> None:
         if self._closed:
@@ -163,12 +145,9 @@ class Database:
         self._inbox.put(_STOP)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._thread.join)
-        self._committed.put(_STOP)
-        await loop.run_in_executor(None, self._syncer.join)
+        await loop.run_in_executor(None, self._syncer.stop)
         if self._conn is not None:
             self._conn.close()
-        if self._log_fd is not None:
-            os.close(self._log_fd)
         if self._lock is not None:
             self._lock.close()
 
@@ -216,8 +195,8 @@ class Database:
         committed_hooks: list[tuple[asyncio.AbstractEventLoop, Callable[[], object]]] = []
         aborted: BaseException | None = None
         try:
-            if self._unsynced is not None:  # a failed fsync: nothing more is run
-                raise self._unsynced
+            if self._syncer.failure is not None:  # a failed fsync: nothing more is run
+                raise self._syncer.failure
             self._check_file()
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
@@ -271,7 +250,7 @@ class Database:
             self._changes = changes
         if wrote:  # counted before the results go out, so that their `durable` waits for this group
             self._groups_written += 1
-            self._committed.put(self._groups_written)
+            self._syncer.committed(self._groups_written)
         if (self._failing is not None and self._recovering_since is None and aborted is None and wrote
                 and not any(isinstance(value, errors.ServiceUnavailable) for _, value in outcomes)):
             self._recovering_since = time.monotonic()
@@ -286,57 +265,12 @@ class Database:
     def unready(self) -> str | None:
         """Why writes would fail now (a failed fsync, a file being written back, an outage not
         yet over), or None."""
-        failure = self._unsynced or self._restoring
+        failure = self._syncer.failure or self._restoring
         if failure is not None:
             return failure.message
         if self._failing is not None:  # over once writes have succeeded for RECOVERY_SECONDS
             return f"storage unavailable: {self._failing}"
         return None
-
-    def _sync_forever(self) -> None:
-        """The syncer thread: one fsync for every group committed since the last one. It alone syncs,
-        so no fsync can succeed after one that failed without seeing that it failed."""
-        while True:
-            batch = [self._committed.get()]
-            while True:
-                try:
-                    batch.append(self._committed.get_nowait())
-                except queue.Empty:
-                    break
-            written = [item for item in batch if isinstance(item, int)]
-            if written:  # a fsync that began after their COMMITs covers them
-                self._sync(written[-1])
-            for item in batch:
-                if isinstance(item, threading.Event):  # a drain: the log before it is synced
-                    item.set()
-            if batch[-1] is _STOP:
-                return
-
-    def _sync(self, groups_written: int) -> None:
-        if self._unsynced is None and self._log_fd is not None:
-            began = time.perf_counter()
-            try:
-                self._sync_log(self._log_fd)
-                self.tally.fsync_seconds.observe(time.perf_counter() - began)
-            except Exception as exc:  # noqa: BLE001 - whatever the failure, nothing after it can be trusted
-                self.tally.failed_fsyncs += 1
-                log.critical(
-                    "storage unavailable: the write-ahead log could not be synced to disk (%s); changes since the "
-                    "last sync may not survive a power loss, so every request is refused until the server is "
-                    "restarted", exc)
-                self._unsynced = errors.ServiceUnavailable(
-                    f"The message store could not write to disk ({getattr(exc, 'strerror', None) or exc}); the last "
-                    "changes may not be durable. Restart the server.")
-        with self._barrier_lock:
-            if self._unsynced is None:
-                self._groups_synced = groups_written
-                released = [b for b in self._barriers if b[0] <= groups_written]
-                self._barriers = [b for b in self._barriers if b[0] > groups_written]
-            else:
-                released, self._barriers = self._barriers, []
-        if released:
-            ok, value = self._unsynced is None, self._unsynced
-            call_on_loops([(loop, functools.partial(resolve, future, ok, value)) for _, loop, future in released])
 
     def _storage_error(self, exc: BaseException) -> errors.SQSError:
         reason = describe(exc)
@@ -380,7 +314,7 @@ class Database:
             conn.close()
             raise
         self._conn, self._changes = conn, conn.total_changes
-        old_fd, self._log_fd = self._log_fd, log_fd
+        old_fd, self._syncer.log_fd = self._syncer.log_fd, log_fd
         if old_fd is not None:
             os.close(old_fd)
         self._restoring = None
@@ -410,9 +344,7 @@ class Database:
             self._restoring = errors.ServiceUnavailable(
                 f"The message store is unavailable: {self._path} was deleted and is being written back; try again.")
         assert self._conn is not None  # the identity only changes back after the old connection is closed
-        drained = threading.Event()  # the syncer must be done with the old log before it is closed
-        self._committed.put(drained)
-        drained.wait()
+        self._syncer.drain()  # the syncer must be done with the old log before it is closed
         try:
             write_back.restore(self._conn, self._path)
         except Exception as exc:  # noqa: BLE001 - answered as 503 until a retry succeeds

@@ -24,9 +24,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from queueserver.storage.claims import (
-    NO_LIMIT, Claim, ClaimedRow, claim_ids, in_order_taken, move_to_dead_letter_queue,
-)
+from queueserver.storage.claims import NO_LIMIT, Claim, claim_ids, in_order_taken, move_to_dead_letter_queue
+from queueserver.storage.rows import ClaimedRow
 
 FRONT_WINDOW = 2_000  # rows at the front of a FIFO queue looked at in send order
 MAX_GROUPS_VISITED = 120_000  # SQS: FIFO "scans the first 120,000 messages" for groups

@@ -12,6 +12,7 @@ import sqlite3
 from typing import Iterable
 
 from queueserver.models import NewMessage
+from queueserver.storage.rows import BODY_COLUMNS, CLAIMED_COLUMNS, BodyRow, ClaimedRow, VisibilityState
 
 # Optional text columns are bound as '' and stored as NULL (`NULLIF(?, '')`; none of them is
 # ever empty): sqlite3 binds a None in 0.3 µs (its adapter lookup fails with an exception),
@@ -33,10 +34,7 @@ def rows_of(row: str, rows: int) -> str:
 
 _NEXT_VISIBLE = "SELECT min(visible_at_ms) FROM messages WHERE queue_id = ? AND visible_at_ms > ?"
 
-_BODIES = (
-    "SELECT id, message_id, body, md5_of_body, attributes, trace_header, sent_at_ms, sender_id, "
-    "deduplication_id, dead_letter_source_arn FROM message_bodies WHERE id IN ({})"
-)
+_BODIES = f"SELECT {BODY_COLUMNS} FROM message_bodies WHERE id IN ({{}})"
 
 
 def highest_row_id(conn: sqlite3.Connection) -> int:
@@ -108,16 +106,15 @@ def remember_attempt(conn: sqlite3.Connection, queue_id: int, attempt_id: str, e
         (queue_id, attempt_id, expires_at_ms, json.dumps(receipts)))
 
 
-def reclaim(conn: sqlite3.Connection, receipts: list[tuple[int, int]], visible_at_ms: int) -> list[tuple]:
+def reclaim(conn: sqlite3.Connection, receipts: list[tuple[int, int]], visible_at_ms: int) -> list[ClaimedRow]:
     """A retried receive: the same messages, if still held by that receive, hidden anew."""
     rows = []
     for row_id, token in receipts:
         row = conn.execute(
-            "UPDATE messages SET visible_at_ms = ? WHERE id = ? AND receipt_token = ?"
-            " RETURNING id, receive_count, first_received_at_ms, receipt_token, group_id, coalesce(body_id, id)",
+            f"UPDATE messages SET visible_at_ms = ? WHERE id = ? AND receipt_token = ? RETURNING {CLAIMED_COLUMNS}",
             (visible_at_ms, row_id, token)).fetchone()
         if row is not None:
-            rows.append(row)
+            rows.append(ClaimedRow._make(row))
     return rows
 
 
@@ -127,10 +124,10 @@ def next_visible_at(conn: sqlite3.Connection, queue_id: int, now_ms: int) -> int
     return None if value is None else int(value)
 
 
-def bodies(conn: sqlite3.Connection, body_ids: list[int]) -> dict[int, tuple]:
-    """Bodies by body id (a claimed row's `coalesce(body_id, id)`)."""
+def bodies(conn: sqlite3.Connection, body_ids: list[int]) -> dict[int, BodyRow]:
+    """Bodies by body id (a claimed row's `body_id`)."""
     query = _BODIES.format(",".join("?" * len(body_ids)))
-    return {row[0]: row for row in conn.execute(query, body_ids)}
+    return {row.body_id: row for row in map(BodyRow._make, conn.execute(query, body_ids))}
 
 
 def delete_received(conn: sqlite3.Connection, queue_id: int, receipts: Iterable[tuple[int, int]]) -> int:
@@ -162,12 +159,13 @@ def promote_group_head(conn: sqlite3.Connection, queue_id: int, group_id: str, d
         {"now": now_ms, "queue": queue_id, "group": group_id, "deleted": deleted_id})
 
 
-def visibility_state(conn: sqlite3.Connection, queue_id: int, row_id: int) -> tuple[int, int, int] | None:
-    """(visible_at, receipt_token, received_at) of a message, or None if it is gone."""
-    return conn.execute(
+def visibility_state(conn: sqlite3.Connection, queue_id: int, row_id: int) -> VisibilityState | None:
+    """The message's visibility, or None if it is gone."""
+    row = conn.execute(
         "SELECT visible_at_ms, receipt_token, received_at_ms FROM messages WHERE id = ? AND queue_id = ?",
         (row_id, queue_id),
     ).fetchone()
+    return None if row is None else VisibilityState._make(row)
 
 
 def set_visible_at(conn: sqlite3.Connection, row_id: int, visible_at_ms: int) -> None:

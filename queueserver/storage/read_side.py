@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import time
 from pathlib import Path
@@ -37,7 +36,8 @@ from typing import AsyncIterator
 
 import aiosqlite
 
-from queueserver.models import BrowsedMessage, QueueCounts, sequence_number
+from queueserver.models import BrowsedMessage, QueueCounts
+from queueserver.storage.rows import BODY_COLUMNS, BROWSED_COLUMNS, browsed_messages, qualified
 
 READERS = 2  # the event loop and the writer use the rest of a small machine
 FILE_CHECK_SECONDS = 0.25  # as often as the writer looks whether its file was replaced
@@ -67,9 +67,7 @@ FROM hidden
 # A keyset page through messages_by_queue (migration 0002): the same cost at any depth. Named,
 # because the planner may pick messages_by_enqueue and sort the whole queue.
 _BROWSE = (
-    "SELECT m.id, m.visible_at_ms, m.receive_count, m.first_received_at_ms, m.group_id,"
-    " b.message_id, b.body, b.md5_of_body, b.attributes, b.trace_header, b.sent_at_ms, b.sender_id,"
-    " b.deduplication_id, b.dead_letter_source_arn"
+    f"SELECT {qualified('m', BROWSED_COLUMNS)}, {qualified('b', BODY_COLUMNS)}"
     " FROM messages m INDEXED BY messages_by_queue JOIN message_bodies b ON b.id = coalesce(m.body_id, m.id)"
     " WHERE m.queue_id = ? AND m.id > ? AND m.enqueued_at_ms > ? ORDER BY m.id LIMIT ?"
 )
@@ -150,18 +148,7 @@ class ReadSide:
         """Unexpired messages in send order after a row, with their payloads."""
         async with self._connection() as conn:
             rows = await conn.execute_fetchall(_BROWSE, (queue_id, after_row_id, cutoff_ms, limit))
-        browsed = []
-        for (row_id, visible_at, receive_count, first_received, group_id, message_id, body, md5, attributes,
-             trace_header, sent_at, sender_id, deduplication_id, source_arn) in rows:
-            state = "visible" if visible_at <= now_ms else "in_flight" if receive_count > 0 else "delayed"
-            browsed.append(BrowsedMessage(
-                position=row_id, message_id=message_id, body=body, md5_of_body=md5,
-                attributes=None if attributes is None else json.loads(attributes),
-                sent_at_ms=sent_at, sender_id=sender_id, receive_count=receive_count,
-                first_received_at_ms=first_received, state=state, trace_header=trace_header, group_id=group_id,
-                deduplication_id=deduplication_id, dead_letter_source_arn=source_arn,
-                sequence_number=sequence_number(row_id) if fifo else None))
-        return browsed
+        return browsed_messages(rows, fifo, now_ms)
 
     async def running_move_tasks(self) -> list[tuple[str, str, str, int, int]]:
         """(region, account, source queue, moved, to move) of every running move task."""

@@ -14,6 +14,7 @@ import json
 import logging
 import uuid
 from collections import Counter
+from dataclasses import fields
 from typing import Callable
 
 from queueserver import errors
@@ -24,8 +25,7 @@ from queueserver.storage.database import Database, Transaction
 log = logging.getLogger(__name__)
 
 CHUNK = 100  # messages per step when the task has no rate
-_COLUMNS = ("handle, status, source_arn, destination_arn, rate, moved, to_move, failure_reason, started_at_ms, "
-            "id, source_queue_id, last_row_id")
+_LISTED = ", ".join(field.name for field in fields(MoveTask))  # move_tasks' columns are named as its fields
 
 
 class Redriver:
@@ -79,10 +79,10 @@ class Redriver:
     async def list(self, source_arn: str, max_results: int) -> list[MoveTask]:
         def select(tx: Transaction) -> list[tuple]:
             return tx.conn.execute(
-                f"SELECT {_COLUMNS} FROM move_tasks WHERE source_arn = ? ORDER BY id DESC LIMIT ?",
+                f"SELECT {_LISTED} FROM move_tasks WHERE source_arn = ? ORDER BY id DESC LIMIT ?",
                 (source_arn, max_results)).fetchall()
 
-        return [MoveTask(*row[:9]) for row in await self._db.run(select)]
+        return [MoveTask(*row) for row in await self._db.run(select)]
 
     async def cancel(self, handle: str) -> int:
         """Stop a running task; what it moved so far stays moved. From this answer on, a new task
@@ -131,8 +131,9 @@ class Redriver:
 
     def _step(self, tx: Transaction, task_id: int) -> tuple[str, Counter[int], int, int | None, int]:
         conn = tx.conn
-        (_, status, source_arn, destination_arn, rate, _, _, _, _, _, source_id, last_row_id) = conn.execute(
-            f"SELECT {_COLUMNS} FROM move_tasks WHERE id = ?", (task_id,)).fetchone()
+        status, source_arn, destination_arn, rate, source_id, last_row_id = conn.execute(
+            "SELECT status, source_arn, destination_arn, rate, source_queue_id, last_row_id"
+            " FROM move_tasks WHERE id = ?", (task_id,)).fetchone()
         if status == "CANCELLING":
             conn.execute("UPDATE move_tasks SET status = 'CANCELLED' WHERE id = ?", (task_id,))
             return "CANCELLED", Counter(), 0, rate, source_id

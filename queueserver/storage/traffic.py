@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import deque
 
 MINUTES = 15  # the console's sparkline span
+SENT, RECEIVED = 1, 2  # the columns of a bucket [minute, sent, received]
 
 
 class Traffic:
@@ -26,19 +27,13 @@ class Traffic:
             series.append([minute, 0, 0])
         return series[-1]
 
-    def sent(self, queue_id: int, count: int, now_ms: int) -> None:
+    def add(self, queue_id: int, column: int, count: int, now_ms: int) -> None:
+        """Count `count` messages SENT or RECEIVED now; inline for the current minute (it runs per request)."""
         series = self._series.get(queue_id)
-        if series and series[-1][0] == now_ms // 60_000:  # inline: this runs for every send
-            series[-1][1] += count
+        if series and series[-1][0] == now_ms // 60_000:
+            series[-1][column] += count
         elif count:
-            self._bucket(queue_id, now_ms)[1] += count
-
-    def received(self, queue_id: int, count: int, now_ms: int) -> None:
-        series = self._series.get(queue_id)
-        if series and series[-1][0] == now_ms // 60_000:  # inline: this runs for every receive
-            series[-1][2] += count
-        elif count:
-            self._bucket(queue_id, now_ms)[2] += count
+            self._bucket(queue_id, now_ms)[column] += count
 
     def forget(self, queue_id: int) -> None:
         self._series.pop(queue_id, None)

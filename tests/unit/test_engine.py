@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -11,7 +12,7 @@ import pytest
 
 from queueserver import errors
 from queueserver.clock import ManualClock
-from queueserver.models import NewMessage, VisibilityChange
+from queueserver.models import NewMessage, StoredMessage, VisibilityChange
 from queueserver.protocol import queue_attributes
 from queueserver.storage import QueueEngine, group_claims
 
@@ -32,7 +33,8 @@ def run(tmp_path: Path, scenario: Scenario) -> Any:
 
 async def make_queue(engine: QueueEngine, name: str = "q", **attributes: str):
     merged = queue_attributes.apply(queue_attributes.DEFAULTS, attributes)
-    return await engine.create_queue("us-east-1", "000000000000", name, False, merged, attributes, {})
+    return await engine.create_queue("us-east-1", "000000000000", name, fifo=False, attributes=merged,
+                                     supplied=attributes, tags={})
 
 
 def message(body: str = "hello", delay: int = 0) -> NewMessage:
@@ -42,13 +44,13 @@ def message(body: str = "hello", delay: int = 0) -> NewMessage:
 def test_a_received_message_is_hidden_until_its_visibility_ends(tmp_path: Path) -> None:
     async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
         queue = await make_queue(engine)
-        await engine.send_messages(queue, [message()], "me")
-        [first] = await engine.receive_messages(queue, 10, 30, 0)
-        assert await engine.receive_messages(queue, 10, 30, 0) == []
+        await engine.send_messages(queue, [message()], sender_id="me")
+        [first] = await engine.receive_messages(queue, max_messages=10, visibility_timeout=30, wait_seconds=0)
+        assert await engine.receive_messages(queue, max_messages=10, visibility_timeout=30, wait_seconds=0) == []
         clock.advance(29_999)
-        assert await engine.receive_messages(queue, 10, 30, 0) == []
+        assert await engine.receive_messages(queue, max_messages=10, visibility_timeout=30, wait_seconds=0) == []
         clock.advance(1)
-        [again] = await engine.receive_messages(queue, 10, 30, 0)
+        [again] = await engine.receive_messages(queue, max_messages=10, visibility_timeout=30, wait_seconds=0)
         assert again.message_id == first.message_id
         assert again.receive_count == 2
         assert again.receipt_handle != first.receipt_handle
@@ -59,8 +61,8 @@ def test_a_received_message_is_hidden_until_its_visibility_ends(tmp_path: Path) 
 def test_visibility_can_not_be_extended_past_twelve_hours_from_the_receive(tmp_path: Path) -> None:
     async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
         queue = await make_queue(engine)
-        await engine.send_messages(queue, [message()], "me")
-        [received] = await engine.receive_messages(queue, 1, 43_200, 0)
+        await engine.send_messages(queue, [message()], sender_id="me")
+        [received] = await engine.receive_messages(queue, max_messages=1, visibility_timeout=43_200, wait_seconds=0)
         clock.advance(3_600_000)
         [outcome] = await engine.change_visibility(queue, [VisibilityChange(received.receipt_handle, 39_600)])
         assert outcome.error is None
@@ -74,9 +76,9 @@ def test_visibility_can_not_be_extended_past_twelve_hours_from_the_receive(tmp_p
 def test_a_message_past_retention_is_never_delivered_and_is_swept(tmp_path: Path) -> None:
     async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
         queue = await make_queue(engine, MessageRetentionPeriod="60")
-        await engine.send_messages(queue, [message()], "me")
+        await engine.send_messages(queue, [message()], sender_id="me")
         clock.advance(60_000)
-        assert await engine.receive_messages(queue, 10, 30, 0) == []
+        assert await engine.receive_messages(queue, max_messages=10, visibility_timeout=30, wait_seconds=0) == []
         assert (await engine.queue_counts(queue)).visible == 0
         assert await engine.sweep_expired() == 1
 
@@ -86,8 +88,9 @@ def test_a_message_past_retention_is_never_delivered_and_is_swept(tmp_path: Path
 def test_a_long_poll_wakes_when_the_clock_passes_a_delay(tmp_path: Path) -> None:
     async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
         queue = await make_queue(engine)
-        await engine.send_messages(queue, [message(delay=10)], "me")
-        poll = asyncio.create_task(engine.receive_messages(queue, 1, 30, 20))
+        await engine.send_messages(queue, [message(delay=10)], sender_id="me")
+        poll = asyncio.create_task(
+            engine.receive_messages(queue, max_messages=1, visibility_timeout=30, wait_seconds=20))
         await asyncio.sleep(0.05)
         assert not poll.done()
         clock.advance(10_000)
@@ -100,9 +103,10 @@ def test_a_long_poll_wakes_when_the_clock_passes_a_delay(tmp_path: Path) -> None
 def test_a_long_poll_wakes_on_a_send(tmp_path: Path) -> None:
     async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
         queue = await make_queue(engine)
-        poll = asyncio.create_task(engine.receive_messages(queue, 1, 30, 20))
+        poll = asyncio.create_task(
+            engine.receive_messages(queue, max_messages=1, visibility_timeout=30, wait_seconds=20))
         await asyncio.sleep(0.05)
-        await engine.send_messages(queue, [message()], "me")
+        await engine.send_messages(queue, [message()], sender_id="me")
         assert len(await asyncio.wait_for(poll, 2)) == 1
 
     run(tmp_path, scenario)
@@ -112,9 +116,9 @@ def test_a_failing_operation_does_not_roll_back_its_neighbours(tmp_path: Path) -
     async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
         queue = await make_queue(engine)
         results = await asyncio.gather(
-            engine.send_messages(queue, [message("a")], "me"),
+            engine.send_messages(queue, [message("a")], sender_id="me"),
             make_queue(engine, "q", VisibilityTimeout="5"),
-            engine.send_messages(queue, [message("b")], "me"),
+            engine.send_messages(queue, [message("b")], sender_id="me"),
             return_exceptions=True,
         )
         assert isinstance(results[1], errors.QueueNameExists)
@@ -185,7 +189,8 @@ def test_fifo_groups_beyond_a_held_backlog_are_served_in_the_order_they_became_a
     async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
         attributes = queue_attributes.apply(queue_attributes.DEFAULTS,
                                             {**queue_attributes.FIFO_DEFAULTS, "FifoQueue": "true"})
-        queue = await engine.create_queue("us-east-1", "000000000000", "q.fifo", True, attributes, {}, {})
+        queue = await engine.create_queue("us-east-1", "000000000000", "q.fifo", fifo=True, attributes=attributes,
+                                           supplied={}, tags={})
 
         def grouped(group: str, n: int) -> NewMessage:
             return NewMessage(body=f"{group}:{n}", md5_of_body="x", delay_seconds=0, group_id=group,
@@ -193,11 +198,13 @@ def test_fifo_groups_beyond_a_held_backlog_are_served_in_the_order_they_became_a
 
         backlog = 2 * group_claims.FRONT_WINDOW
         for start in range(0, backlog, 500):
-            await engine.send_messages(queue, [grouped("big", n) for n in range(start, start + 500)], "me")
-        await engine.send_messages(queue, [grouped("b", 0), grouped("c", 0)], "me")
+            await engine.send_messages(queue, [grouped("big", n) for n in range(start, start + 500)],
+                                       sender_id="me")
+        await engine.send_messages(queue, [grouped("b", 0), grouped("c", 0)], sender_id="me")
 
         async def receive(visibility: int) -> list[str]:
-            return [m.body for m in await engine.receive_messages(queue, 1, visibility, 0)]
+            received = await engine.receive_messages(queue, max_messages=1, visibility_timeout=visibility, wait_seconds=0)
+            return [m.body for m in received]
 
         assert await receive(30) == ["big:0"]
         assert await receive(5) == ["b:0"]
@@ -205,5 +212,47 @@ def test_fifo_groups_beyond_a_held_backlog_are_served_in_the_order_they_became_a
         assert await receive(30) == ["c:0"]
         assert await receive(30) == ["b:0"]
         assert await receive(30) == []
+
+    run(tmp_path, scenario)
+
+
+def test_a_browsed_message_shows_what_a_receive_hands_out_but_the_receive_itself(tmp_path: Path) -> None:
+    """Browse and receive build their messages from the same stored fields; only the receive's own
+    marks differ (its count, its first receive, its handle)."""
+    async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
+        queue = await make_queue(engine)
+        sent = NewMessage(body="hello", md5_of_body="x", delay_seconds=0,
+                          attributes={"colour": {"DataType": "String", "StringValue": "red"}},
+                          trace_header="Root=1-5759e988-bd862e3fe1be46a994272793")
+        await engine.send_messages(queue, [sent], sender_id="me")
+        [before] = await engine.browse_messages(queue, after=0, limit=10)
+        assert (before.state, before.receive_count, before.first_received_at_ms) == ("visible", 0, None)
+        clock.advance(1_000)
+        [received] = await engine.receive_messages(queue, max_messages=1, visibility_timeout=30, wait_seconds=0)
+        [after] = await engine.browse_messages(queue, after=0, limit=10)
+        assert (after.state, after.receive_count, after.first_received_at_ms) == ("in_flight", 1, clock.now_ms())
+        shared = [f.name for f in dataclasses.fields(StoredMessage)]
+        assert {name: getattr(after, name) for name in shared} == {name: getattr(received, name) for name in shared}
+        assert received.attributes == sent.attributes and received.trace_header == sent.trace_header
+        assert received.sender_id == "me" and received.sent_at_ms == clock.now_ms() - 1_000
+
+    run(tmp_path, scenario)
+
+
+def test_a_move_task_is_started_listed_and_cancelled_through_the_engine(tmp_path: Path) -> None:
+    async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
+        dead_letters = await make_queue(engine, "dead")
+        source = await make_queue(engine, "source", RedrivePolicy=f'{{"deadLetterTargetArn":"{dead_letters.arn}",'
+                                                                   '"maxReceiveCount":"1"}')
+        await engine.send_messages(dead_letters, [message(str(n)) for n in range(3)], sender_id="me")
+        handle = await engine.start_move_task(dead_letters, destination_arn=source.arn, rate=1)  # a message a step
+        [task] = await engine.list_move_tasks(dead_letters.arn, max_results=10)
+        assert (task.handle, task.source_arn, task.destination_arn, task.rate, task.to_move) == (
+            handle, dead_letters.arn, source.arn, 1, 3)
+        moved = await engine.cancel_move_task(handle)
+        [task] = await engine.list_move_tasks(dead_letters.arn, max_results=10)
+        assert task.status in ("CANCELLING", "CANCELLED") and task.moved == moved < 3
+        with pytest.raises(errors.ResourceNotFound):
+            await engine.cancel_move_task(handle)
 
     run(tmp_path, scenario)

@@ -68,7 +68,8 @@ def test_two_servers_in_one_process_each_export_their_own_metrics(tmp_path: Path
         engines = [await QueueEngine.open(str(tmp_path / f"{name}.db"), ManualClock()) for name in ("a", "b")]
         try:
             for engine, name in zip(engines, ("a", "b")):
-                queue = await engine.create_queue("us-east-1", "000000000000", name, False, {}, {}, {})
+                queue = await engine.create_queue("us-east-1", "000000000000", name, fifo=False, attributes={},
+                                                   supplied={}, tags={})
                 assert queue.name == name
             metrics = [Metrics(engine, RequestTally()) for engine in engines]
             texts = [(await m.exposition(""))[0].decode() for m in metrics]

@@ -1,0 +1,113 @@
+"""A receive's claim on the database thread: which claim runs, the in-flight limit, retried attempts.
+
+The SQL is in claims.py and group_claims.py; what is kept here between receives is the state
+that saves a count per receive: each standard queue's in-flight estimate and each fair queue's cursor.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from queueserver import errors
+from queueserver.models import Queue, ReceivedMessage, parse_arn
+from queueserver.storage import claims, group_claims, message_store
+from queueserver.storage.database import Transaction
+from queueserver.storage.queue_cache import QueueCache
+from queueserver.storage.receipts import ReceiptSigner
+from queueserver.storage.rows import ClaimedRow, received_messages
+
+DEDUPLICATION_WINDOW_MS = 300_000  # FIFO deduplication ids and receive attempt ids
+
+# (messages, when the next hidden one shows, (the dead-letter queue that got messages, how many))
+ClaimResult = tuple[list[ReceivedMessage], int | None, tuple[int, int] | None]
+
+
+class Receiving:
+    def __init__(self, queues: QueueCache, signer: ReceiptSigner, in_flight_limit: int, fifo_in_flight_limit: int,
+                 counts_change: Callable[[Transaction, int], None]) -> None:
+        self._queues = queues
+        self._signer = signer
+        self.in_flight_limit = in_flight_limit
+        self._fifo_in_flight_limit = fifo_in_flight_limit
+        self._counts_change = counts_change
+        # Per standard queue, an estimate of its in-flight messages kept without a count per receive:
+        # claims add, deletes subtract, expiries are not seen (so it errs high); an exact count is
+        # taken only when it reaches the limit.
+        self._in_flight_estimate: dict[int, int] = {}
+        self._at_in_flight_limit: set[int] = set()
+        self._fair_cursors: dict[int, str] = {}  # where each fair queue's next receive starts
+
+    def at_in_flight_limit(self, queue_id: int) -> bool:
+        return queue_id in self._at_in_flight_limit
+
+    def deleted(self, queue_id: int, count: int) -> None:
+        """Messages of a standard queue were deleted: fewer are in flight."""
+        if queue_id in self._in_flight_estimate:
+            self._in_flight_estimate[queue_id] = max(0, self._in_flight_estimate[queue_id] - count)
+
+    def purged(self, queue_id: int) -> None:
+        self._in_flight_estimate.pop(queue_id, None)
+
+    def claim(self, tx: Transaction, queue: Queue, now: int, *, max_messages: int, visibility_timeout: int,
+              attempt_id: str | None, short_poll: bool) -> ClaimResult:
+        current = self._queues.require(queue)
+        visible_at = now + visibility_timeout * 1000
+        if current.fifo and attempt_id is not None:
+            receipts = message_store.find_attempt(tx.conn, queue.id, attempt_id, now)
+            if receipts:
+                rows = message_store.reclaim(tx.conn, receipts, visible_at)
+                if rows:
+                    self._counts_change(tx, queue.id)  # one whose visibility had ended is in flight again
+                    return self._received(tx, queue, rows), None, None
+        claim = claims.Claim(queue.id, max_messages, now, visible_at, retention_cutoff(current, now),
+                             self._dead_letter_target(current))
+        if current.fifo:
+            rows, moved = group_claims.claim_fifo(tx.conn, claim, self._fifo_in_flight_limit)
+        else:
+            in_flight = self._in_flight_estimate.get(queue.id)
+            if in_flight is None or in_flight >= self.in_flight_limit:
+                in_flight = claims.in_flight(tx.conn, queue.id, now, self.in_flight_limit)
+                self._in_flight_estimate[queue.id] = in_flight
+            if in_flight >= self.in_flight_limit:
+                self._at_in_flight_limit.add(queue.id)
+                if short_poll:
+                    raise errors.OverLimit(
+                        f"The maximum number of in flight messages ({self.in_flight_limit}) has been reached.")
+                return [], message_store.next_visible_at(tx.conn, queue.id, now), None
+            self._at_in_flight_limit.discard(queue.id)
+            if group_claims.has_groups(tx.conn, queue.id):
+                rows, moved, self._fair_cursors[queue.id] = group_claims.claim_fair(
+                    tx.conn, claim, self._fair_cursors.get(queue.id, ""))
+            else:
+                rows, moved = claims.claim_standard(tx.conn, claim)
+            self._in_flight_estimate[queue.id] = in_flight + len(rows)
+        moved_to = (claim.dead_letter.queue_id, moved) if moved and claim.dead_letter else None
+        if rows or moved:
+            self._counts_change(tx, queue.id)
+        if moved_to is not None:
+            self._counts_change(tx, moved_to[0])
+        if not rows:
+            return [], message_store.next_visible_at(tx.conn, queue.id, now), moved_to
+        if current.fifo and attempt_id is not None:
+            message_store.remember_attempt(tx.conn, queue.id, attempt_id, now + DEDUPLICATION_WINDOW_MS,
+                                           [(row.row_id, row.receipt_token) for row in rows])
+        return self._received(tx, queue, rows), None, moved_to
+
+    def _received(self, tx: Transaction, queue: Queue, rows: list[ClaimedRow]) -> list[ReceivedMessage]:
+        bodies = message_store.bodies(tx.conn, [row.body_id for row in rows])
+        return received_messages(rows, bodies, queue.id, queue.fifo, self._signer.encode)
+
+    def _dead_letter_target(self, queue: Queue) -> claims.DeadLetterTarget | None:
+        policy = queue.redrive_policy
+        if policy is None:
+            return None
+        key = parse_arn(policy[0])
+        target = self._queues.current(key) if key else None
+        if target is None:  # the dead-letter queue was deleted: deliver as usual
+            return None
+        return claims.DeadLetterTarget(target.id, policy[1], queue.arn, reset_retention=target.fifo)
+
+
+def retention_cutoff(queue: Queue, now: int) -> int:
+    """Messages enqueued at or before this instant have outlived the queue's retention."""
+    return now - queue.retention_seconds * 1000

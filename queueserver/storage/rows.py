@@ -1,0 +1,104 @@
+"""Named rows at the storage boundary, and the messages made from them.
+
+The SQL selects its columns in the order of these tuples, and `_make` names them once as they
+leave the cursor: a NamedTuple built from a row costs a fraction of `sqlite3.Row` and reads like
+a record from then on.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable, Iterable, NamedTuple
+
+from queueserver.models import BrowsedMessage, ReceivedMessage, sequence_number
+
+
+# The body id: the row's own, or the shared one of a subscription's delivery (issue 22).
+CLAIMED_COLUMNS = "id, receive_count, first_received_at_ms, receipt_token, group_id, coalesce(body_id, id)"
+
+
+class ClaimedRow(NamedTuple):
+    """A message row a receive has just claimed (CLAIMED_COLUMNS)."""
+
+    row_id: int
+    receive_count: int
+    first_received_at_ms: int
+    receipt_token: int
+    group_id: str | None
+    body_id: int
+
+
+class BodyRow(NamedTuple):
+    """A stored message body with what was sent along (BODY_COLUMNS of message_bodies)."""
+
+    body_id: int
+    message_id: str
+    body: str
+    md5_of_body: str
+    attributes: str | None  # JSON
+    trace_header: str | None
+    sent_at_ms: int
+    sender_id: str
+    deduplication_id: str | None
+    dead_letter_source_arn: str | None
+
+
+BODY_COLUMNS = ", ".join(BodyRow._fields).replace("body_id", "id", 1)
+
+
+class BrowsedRow(NamedTuple):
+    """A message row seen by a browse (BROWSED_COLUMNS of messages); its body follows it in the row."""
+
+    row_id: int
+    visible_at_ms: int
+    receive_count: int
+    first_received_at_ms: int
+    group_id: str | None
+
+
+BROWSED_COLUMNS = "id, visible_at_ms, receive_count, first_received_at_ms, group_id"
+
+
+class VisibilityState(NamedTuple):
+    visible_at_ms: int
+    receipt_token: int
+    received_at_ms: int
+
+
+def qualified(alias: str, columns: str) -> str:
+    """`a.x, a.y` for the columns `x, y` of the table aliased `a`."""
+    return ", ".join(f"{alias}.{column}" for column in columns.split(", "))
+
+
+def claimed(rows: Iterable[tuple]) -> list[ClaimedRow]:
+    return list(map(ClaimedRow._make, rows))
+
+
+def received_messages(rows: list[ClaimedRow], bodies: dict[int, BodyRow], queue_id: int, fifo: bool,
+                      encode: Callable[[int, int, int], str]) -> list[ReceivedMessage]:
+    """The messages a receive hands out; `encode(queue_id, row_id, token)` makes each receipt handle."""
+    received = []
+    for row in rows:
+        b = bodies[row.body_id]
+        received.append(ReceivedMessage(
+            b.message_id, b.body, b.md5_of_body, None if b.attributes is None else json.loads(b.attributes),
+            b.sent_at_ms, b.sender_id, row.receive_count, row.first_received_at_ms, b.trace_header, row.group_id,
+            b.deduplication_id, sequence_number(row.row_id) if fifo else None, b.dead_letter_source_arn,
+            encode(queue_id, row.row_id, row.receipt_token)))
+    return received
+
+
+def browsed_messages(rows: Iterable[tuple], fifo: bool, now_ms: int) -> list[BrowsedMessage]:
+    """The messages a browse shows (rows of BROWSED_COLUMNS then BODY_COLUMNS), each in its state at `now_ms`."""
+    browsed = []
+    split = len(BrowsedRow._fields)
+    for raw in rows:
+        row, b = BrowsedRow._make(raw[:split]), BodyRow._make(raw[split:])
+        state = ("visible" if row.visible_at_ms <= now_ms else "in_flight" if row.receive_count > 0
+                 else "delayed")
+        browsed.append(BrowsedMessage(
+            b.message_id, b.body, b.md5_of_body, None if b.attributes is None else json.loads(b.attributes),
+            b.sent_at_ms, b.sender_id, row.receive_count, row.first_received_at_ms or None, b.trace_header,
+            row.group_id, b.deduplication_id, sequence_number(row.row_id) if fifo else None,
+            b.dead_letter_source_arn, row.row_id, state))
+    return browsed
