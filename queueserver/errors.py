@@ -23,6 +23,8 @@ The engine and the handlers raise these with a message and nothing about HTTP.
      ├── PolicyError (ValueError) .... a queue or identity policy that does not parse
      │    └── ConditionError
      ├── ConsoleError ................ an SQS error met by a console action, kept with its code
+     ├── ConsoleRefused .............. a console form not run: no such action, or the viewer may not
+     ├── ConsoleNotConfirmed ......... a console purge or delete whose confirmation does not name the queue
      └── ClientError ................. raised by the client libraries, on the caller's side of the wire
           (defined in their packages, which users import without the server:
           admin_cli.AdminError, testing.QueueServerError,
@@ -224,6 +226,19 @@ class ConsoleError(QueueserverError):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+class ConsoleRefused(QueueserverError):
+    """A console form that is not run: no such action (404), or the viewer may not (403)."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(text)
+        self.status = status
+        self.text = text
+
+
+class ConsoleNotConfirmed(QueueserverError):
+    """A console purge or delete whose confirmation does not name the queue: nothing is done."""
 
 
 class ClientError(QueueserverError):

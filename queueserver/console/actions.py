@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from queueserver import errors
 from queueserver.console.access import Viewer
 from queueserver.console.calls import SqsCalls
 from queueserver.extensions import CREATE_SUBSCRIPTION_ACTION, DELETE_SUBSCRIPTION_ACTION
@@ -26,19 +27,6 @@ _SQS_ACTIONS: dict[str, tuple[str | None, str | None]] = {
     "cancel": ("CancelMessageMoveTask", "CancelMessageMoveTask"),
     "subscribe": (CREATE_SUBSCRIPTION_ACTION, None),
 }
-
-
-class Refused(Exception):
-    """A form the console will not run: no such action, or the viewer may not (HTTP 403/404)."""
-
-    def __init__(self, status: int, text: str) -> None:
-        super().__init__(text)
-        self.status = status
-        self.text = text
-
-
-class NotConfirmed(Exception):
-    """A purge or delete whose confirmation does not name the queue: nothing is done."""
 
 
 @dataclass(frozen=True)
@@ -75,11 +63,11 @@ class Done:
 
 
 def sqs_action(action: str, target: Target) -> str:
-    """The SQS action a console form runs on this target (Refused when there is none)."""
+    """The SQS action a console form runs on this target (ConsoleRefused when there is none)."""
     pair = _SQS_ACTIONS.get(action)
     chosen = None if pair is None else pair[1] if target.parent is not None else pair[0]
     if chosen is None:
-        raise Refused(404, "No such console action here.")
+        raise errors.ConsoleRefused(404, "No such console action here.")
     return chosen
 
 
@@ -87,9 +75,9 @@ async def run(calls: SqsCalls, viewer: Viewer, action: str, target: Target, fiel
     """Run a form's action on `target` as `viewer`; ConsoleError carries SQS's refusal."""
     chosen = sqs_action(action, target)
     if not viewer.may(chosen, target.arn):
-        raise Refused(403, f"You may not {chosen} on this queue.")
+        raise errors.ConsoleRefused(403, f"You may not {chosen} on this queue.")
     if action in ("purge", "delete") and fields.get("confirm", "") != target.shown_name:
-        raise NotConfirmed(f"Type the {'subscription' if target.parent else 'queue'} name ({target.shown_name}) "
+        raise errors.ConsoleNotConfirmed(f"Type the {'subscription' if target.parent else 'queue'} name ({target.shown_name}) "
                          "to confirm.")
     url = calls.queue_url(target.region, target.name, target.account)
     caller = viewer.caller
@@ -130,7 +118,7 @@ async def create_queue(calls: SqsCalls, viewer: Viewer, fields: dict[str, str], 
     region, name = fields.get("region", home_region), fields.get("name", "")
     target = Target(region, viewer.account, name)
     if not viewer.may("CreateQueue", target.arn):
-        raise Refused(403, "You may not CreateQueue on this queue.")
+        raise errors.ConsoleRefused(403, "You may not CreateQueue on this queue.")
     attributes: dict[str, str] = {}
     if fields.get("fifo"):
         attributes["FifoQueue"] = "true"

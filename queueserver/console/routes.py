@@ -193,9 +193,9 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         here = _queue_path(target.region, target.account, target.name)
         try:
             done = await actions.run(calls, viewer, request.path_params["action"], target, fields)
-        except actions.Refused as refused:
+        except errors.ConsoleRefused as refused:
             return PlainTextResponse(refused.text, refused.status)
-        except actions.NotConfirmed as unconfirmed:
+        except errors.ConsoleNotConfirmed as unconfirmed:
             return back(here, error=str(unconfirmed))
         except ConsoleError as error:
             return back(here, error=f"{error.code}: {error.message}")
@@ -212,7 +212,7 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         assert viewer is not None
         try:
             created = await actions.create_queue(calls, viewer, fields, config.region)
-        except actions.Refused as refused:
+        except errors.ConsoleRefused as refused:
             return PlainTextResponse(refused.text, refused.status)
         except ConsoleError as error:
             return back(CONSOLE_PREFIX, error=f"{error.code}: {error.message}")

@@ -42,7 +42,6 @@ from queueserver.storage.waiters import Waiters
 from queueserver.tallies import SIZE_BOUNDS, QueueTally
 
 
-
 class QueueEngine:
     def __init__(self, db: Database, reads: ReadSide, clock: Clock, signer: ReceiptSigner, queues: list[Queue],
                  next_row_id: int, *, enforce_cooldowns: bool, in_flight_limit: int, fifo_in_flight_limit: int,
