@@ -157,6 +157,48 @@ def test_a_connection_that_does_not_finish_its_request_is_closed_at_the_deadline
     _still_serves(request_limited)
 
 
+def _trickle_until_closed(sock: socket.socket, seconds: float) -> tuple[bool, bytes]:
+    """Send a byte every 100 ms for up to SECONDS; (whether the server closed meanwhile, what it sent)."""
+    received = b""
+    for _ in range(int(seconds * 10)):
+        while answered(sock):
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                return True, received
+            if not chunk:
+                return True, received
+            received += chunk
+        try:
+            sock.sendall(b"a")
+        except (BrokenPipeError, ConnectionResetError):
+            return True, received
+        threading.Event().wait(0.1)  # slower than any client, faster than the deadline
+    return False, received
+
+
+@pytest.mark.parametrize("client", ["trickles its body", "pipelines a second request and trickles its head",
+                                    "trickles a second request's head after a response"])
+def test_a_connection_that_keeps_trickling_bytes_is_still_closed_at_the_deadline(request_limited, client):
+    body = b"{}"
+    whole = _head(f"Content-Length: {len(body)}\r\n") + body
+    next_head = b"POST / HTTP/1.1\r\nHost: localhost\r\nX-Slow: "
+    with connect(request_limited.endpoint) as sock:
+        if client == "trickles its body":
+            sock.sendall(_head("Content-Length: 100000\r\n") + b'{"a": "')
+        elif client == "pipelines a second request and trickles its head":
+            sock.sendall(whole + next_head)
+        else:
+            sock.sendall(whole)
+            wait_for(lambda: answered(sock), "the first response")
+            sock.sendall(next_head)
+        closed, received = _trickle_until_closed(sock, DEADLINE_S * 4)
+    assert closed, "the connection is still open after four deadlines of trickling"
+    if client == "pipelines a second request and trickles its head":
+        assert status_of(received) == 200  # the first request was answered before the second timed out
+    _still_serves(request_limited)
+
+
 def test_a_connection_flood_is_refused_beyond_the_limit_while_existing_connections_are_served(server_factory, tmp_path):
     limit = 40
     server = server_factory(tmp_path / "flood.db", "--max-connections", str(limit), "--header-timeout", "2")
