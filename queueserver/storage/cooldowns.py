@@ -32,8 +32,9 @@ class Cooldowns:
                 f"Only one PurgeQueue operation on {queue.name} is allowed every 60 seconds."
             )
 
-    def deleted(self, key: QueueKey, now: int) -> None:
-        self._deleted_at[key] = now
+    def deleted(self, queue: Queue, now: int) -> None:
+        self._deleted_at[queue.key] = now
+        self._purged_at.pop(queue.id, None)  # a queue created next may reuse the row id: its purges are its own
 
     def purged(self, queue_id: int, now: int) -> None:
         self._purged_at[queue_id] = now

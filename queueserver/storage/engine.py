@@ -172,7 +172,7 @@ class QueueEngine:
             self._counts.forget(each.id)
             self._traffic.forget(each.id)
             self.queue_tallies.pop(each.id, None)
-            self._cooldowns.deleted(each.key, self._clock.now_ms())
+            self._cooldowns.deleted(each, self._clock.now_ms())
             self._notify(each.id)
 
     async def update_queue(self, queue: Queue,

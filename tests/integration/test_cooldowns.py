@@ -75,3 +75,12 @@ def test_the_purge_cooldown_is_per_queue(strict):
     b = strict.create_queue(QueueName=unique_queue_name("purge-b"))["QueueUrl"]
     strict.purge_queue(QueueUrl=a)
     strict.purge_queue(QueueUrl=b)
+
+
+def test_a_queue_created_after_a_purged_queue_is_deleted_may_be_purged_at_once(strict):
+    """The new queue may reuse the deleted one's row id; the purge cooldown belongs to the deleted queue."""
+    purged = strict.create_queue(QueueName=unique_queue_name("purged-then-deleted"))["QueueUrl"]
+    strict.purge_queue(QueueUrl=purged)
+    strict.delete_queue(QueueUrl=purged)
+    fresh = strict.create_queue(QueueName=unique_queue_name("fresh"))["QueueUrl"]
+    strict.purge_queue(QueueUrl=fresh)  # never purged before: no PurgeQueueInProgress
