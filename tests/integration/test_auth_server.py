@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -130,6 +131,36 @@ def test_a_reload_takes_effect_on_the_very_next_request_of_a_key_that_was_just_u
         assert caught.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
         attributes = worker.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]
         assert attributes["QueueArn"].endswith(":orders")
+    finally:
+        assert server.stop() == 0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_reload_that_narrows_a_keys_policy_revokes_what_it_was_just_allowed_with_the_same_secret(tmp_path, protocol):
+    """Decisions without conditions are remembered per key; a reloaded key with the same secret is a new key."""
+    path = write_credentials(tmp_path / "keys.toml")
+    server = start(tmp_path / "narrowed.db", "--credentials", str(path))
+    try:
+        alice, worker = (signed_client(protocol, server.endpoint, key) for key in ("AKIDALICE", "AKIDWORKER"))
+        jobs = alice.create_queue(QueueName="jobs")["QueueUrl"]
+        for _ in range(2):  # the second answer may come from what the first decided
+            worker.get_queue_attributes(QueueUrl=jobs, AttributeNames=["QueueArn"])
+            alice.send_message(QueueUrl=jobs, MessageBody="allowed")
+        keys = {k: dict(v) for k, v in KEYS.items()}
+        keys["AKIDWORKER"]["policy"] = keys["AKIDWORKER"]["policy"].replace(":jobs", ":other")
+        keys["AKIDALICE"]["policy"] = json.dumps({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Deny", "Action": "sqs:SendMessage", "Resource": "*"},
+            {"Effect": "Allow", "Action": "sqs:*", "Resource": "*"}]})
+        path.write_text(credentials_toml(keys))
+        server.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "credentials reloaded" in server.stderr_text(), "the reload after SIGHUP", timeout=15)
+        for call in (lambda: worker.get_queue_attributes(QueueUrl=jobs, AttributeNames=["QueueArn"]),
+                     lambda: alice.send_message(QueueUrl=jobs, MessageBody="denied now")):
+            with pytest.raises(ClientError) as caught:
+                call()
+            assert caught.value.response["Error"]["Code"] == "AccessDenied"
+        attributes = alice.get_queue_attributes(QueueUrl=jobs, AttributeNames=["ApproximateNumberOfMessages"])
+        assert attributes["Attributes"]["ApproximateNumberOfMessages"] == "2"
     finally:
         assert server.stop() == 0
 
