@@ -19,9 +19,9 @@ from queueserver.errors import CredentialsError, PolicyError
 
 log = logging.getLogger(__name__)
 
-_ACCOUNT_ID = re.compile(r"^\d{12}$")
-_KEY_ID = re.compile(r"^[A-Za-z0-9]{1,128}$")
-_USER_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")
+_ACCOUNT_ID = re.compile(r"\d{12}")  # these three with fullmatch: `$` would let "\n" through
+_KEY_ID = re.compile(r"[A-Za-z0-9]{1,128}")
+_USER_NAME = re.compile(r"[\w+=,.@-]{1,64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ def parse_credentials(text: str) -> dict[str, AccessKey]:
         raise CredentialsError("expected at least one [keys.<ACCESS_KEY_ID>] table")
     keys = {}
     for key_id, table in tables.items():
-        if not _KEY_ID.match(key_id) or not isinstance(table, dict):
+        if not _KEY_ID.fullmatch(key_id) or not isinstance(table, dict):
             raise CredentialsError(f"[keys.{key_id}]: an access key id is 1-128 letters and digits")
         unknown = set(table) - {"secret_access_key", "account_id", "name", "policy"}
         if unknown:
@@ -51,10 +51,10 @@ def parse_credentials(text: str) -> dict[str, AccessKey]:
         secret, account = table.get("secret_access_key"), table.get("account_id")
         if not isinstance(secret, str) or not secret:
             raise CredentialsError(f"[keys.{key_id}]: secret_access_key must be a non-empty string")
-        if not isinstance(account, str) or not _ACCOUNT_ID.match(account):
+        if not isinstance(account, str) or not _ACCOUNT_ID.fullmatch(account):
             raise CredentialsError(f"[keys.{key_id}]: account_id must be a string of 12 digits")
         name = table.get("name")
-        if name is not None and (not isinstance(name, str) or not _USER_NAME.match(name)):
+        if name is not None and (not isinstance(name, str) or not _USER_NAME.fullmatch(name)):
             raise CredentialsError(f"[keys.{key_id}]: name must be an IAM user name (1-64 of A-Za-z0-9+=,.@_-)")
         policy = None
         if table.get("policy") is not None:

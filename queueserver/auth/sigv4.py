@@ -11,7 +11,6 @@ here, so a request carrying one is answered InvalidClientTokenId.
 
 from __future__ import annotations
 
-import calendar
 import hashlib
 import hmac
 import re
@@ -28,10 +27,10 @@ SERVICE = "sqs"
 SKEW_MS = 5 * 60 * 1000
 MAX_PRESIGNED_SECONDS = 7 * 24 * 3600
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
-_AMZ_DATE = re.compile(r"^\d{8}T\d{6}Z$")
+_AMZ_DATE = re.compile(r"\d{8}T\d{6}Z")  # used with fullmatch: `$` would let "\n" through
 # What botocore and the other SDKs send; anything else takes the general parser (and its errors).
 _AUTHORIZATION = re.compile(r"AWS4-HMAC-SHA256 Credential=([^,\s]+), ?SignedHeaders=([^,\s]+), ?Signature=([^,\s]+)")
-_PLAIN_PATH = re.compile(r"^/[A-Za-z0-9._~/-]*$")  # nothing to encode
+_PLAIN_PATH = re.compile(r"/[A-Za-z0-9._~/-]*")  # nothing to encode (fullmatch)
 _KEPT = 1024  # entries of each cache below; a full cache starts again empty
 
 
@@ -56,8 +55,9 @@ class Verified:
 def _amz_time(text: str) -> int:
     """Epoch ms of a checked YYYYMMDDTHHMMSSZ (by hand: strptime costs ~15 µs a request)."""
     try:
-        return calendar.timegm((int(text[0:4]), int(text[4:6]), int(text[6:8]), int(text[9:11]),
-                                int(text[11:13]), int(text[13:15]), 0, 0, 0)) * 1000
+        moment = datetime(int(text[0:4]), int(text[4:6]), int(text[6:8]), int(text[9:11]), int(text[11:13]),
+                          int(text[13:15]), tzinfo=timezone.utc)  # refuses month 13, day 32, hour 24...
+        return int(moment.timestamp()) * 1000
     except (ValueError, OverflowError):
         raise errors.IncompleteSignature(f"X-Amz-Date must be in the ISO8601 Long Format: {text}") from None
 
@@ -71,7 +71,7 @@ def _header_value(value: str) -> str:
 
 def _canonical_path(path: str) -> str:
     """The canonical URI: the path URI-encoded as sent (which botocore encodes once more)."""
-    if _PLAIN_PATH.match(path):
+    if _PLAIN_PATH.fullmatch(path):
         return path
     return quote(quote(path, safe="/~"), safe="/~")
 
@@ -209,7 +209,7 @@ class SigV4Verifier:
                     f"Credential={credential}" if len(parts) == 5 else
                     f"Credential should be a key id, date, region, service and aws4_request. Credential={credential}")
         signed_at = self._times.get(amz_date)
-        if signed_at is None and not _AMZ_DATE.match(amz_date):
+        if signed_at is None and not _AMZ_DATE.fullmatch(amz_date):
             raise errors.IncompleteSignature(f"X-Amz-Date must be in the ISO8601 Long Format: {amz_date}")
         if scope is None:
             scope = self._new_scope(credential, parts)

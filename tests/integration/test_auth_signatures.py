@@ -10,7 +10,7 @@ import hashlib
 import json
 import math
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 from support.auth import (
@@ -110,6 +110,25 @@ def test_a_presigned_url_works_until_it_expires_then_is_request_expired(auth_ser
     assert (status, headers["x-amzn-query-error"]) == (400, "RequestExpired;Sender")
     assert b"<Code>RequestExpired</Code>" in body
     assert visible(alice, alice_queue_url) == 1
+
+
+@pytest.mark.parametrize("tamper", ["month13", "newline"])
+def test_a_presigned_date_that_is_no_real_moment_is_an_incomplete_signature(
+        auth_server, alice, alice_queue_url, tamper):
+    query = urlencode({"Action": "SendMessage", "Version": "2012-11-05", "QueueUrl": alice_queue_url,
+                       "MessageBody": "bad date"})
+    parts = urlsplit(presign(f"{auth_server.endpoint}/?{query}", "AKIDALICE", expires=300))
+    fields = dict(parse_qsl(parts.query))
+    date = fields["X-Amz-Date"]
+    if tamper == "month13":  # 13th month, with the credential scope's day to match
+        fields["X-Amz-Date"] = date[:4] + "13" + date[6:]
+        fields["X-Amz-Credential"] = fields["X-Amz-Credential"].replace(f"/{date[:8]}/", f"/{date[:4]}13{date[6:8]}/")
+    else:
+        fields["X-Amz-Date"] = date + "\n"
+    status, headers, body = send(AWSRequest(method="GET", url=f"{auth_server.endpoint}/?{urlencode(fields)}"))
+    assert (status, headers["x-amzn-query-error"]) == (400, "IncompleteSignature;Sender"), body
+    assert b"X-Amz-Date must be in the ISO8601 Long Format" in body
+    assert visible(alice, alice_queue_url) == 0
 
 
 def test_a_presigned_json_request_is_verified_with_the_body_hash_it_signed(auth_server, alice):
