@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of SigV4 verification (issue 18): the same server with credentials on and off, one run.
+"""Benchmark of SigV4 verification: the same server with credentials on and off, one run.
 
 Two queueserver processes from the same code, pinned to core 0 like scripts/bench.py's: one
 open (no --credentials), one verifying every signature (--credentials with one key). The client

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""HTTP benchmark of queueserver (issue 5, speed part).
+"""HTTP benchmark of queueserver.
 
 Starts the server itself (pinned to core 0 with taskset when it exists) on a temporary
 database, and a ceiling server (a trivial starlette endpoint on the same uvicorn setup:
@@ -24,10 +24,10 @@ size in `--backlog-sizes`:
   reads       SendMessage(1) on a second queue (B) while the scenario queue (A, holding the backlog)
               is polled: GetQueueAttributes(All) twice a second and one QueueserverBrowseMessages
               page of 1,000 at a random depth once a second; against the same sends without the
-              polling, rep by rep in alternating order (issue 16: reads must not stall writes).
+              polling, rep by rep in alternating order (reads must not stall writes).
               Reports the throughput ratio (target >= 0.95) and the p99 of both reads on A
               (targets 20 ms and 30 ms)
-  fanout      SendMessageBatch of 10 on fresh queues with 0, 1 and 4 subscriptions (issue 22), rep by
+  fanout      SendMessageBatch of 10 on fresh queues with 0, 1 and 4 subscriptions, rep by
               rep in rotating order; reports each one's msgs/s and its ratio to 0 subscriptions
   idle polls  1,000 connections long-polling (WaitTimeSeconds=20) an empty queue: server CPU
               over 3 s of idleness, then 5 sends, time until a poller has the message
@@ -103,7 +103,7 @@ MSGS_PER_REQUEST = {
 
 
 def start_console_watch(python: str, url: str) -> subprocess.Popen[str]:
-    """One console page open and refreshing itself, in chromium on the client's core (issue 21)."""
+    """One console page open and refreshing itself, in chromium on the client's core."""
     watcher = subprocess.Popen([python, str(REPO / "scripts" / "console_watch.py"), url], stdout=subprocess.PIPE,
                                text=True)
     assert watcher.stdout is not None
@@ -485,7 +485,7 @@ class Bench:
         self.results[name] = summarize(reps)
 
     async def scenario_fanout(self, name: str) -> None:
-        """send10 on a queue with 0, 1 and 4 subscriptions: what a subscription costs a send (issue 22)."""
+        """send10 on a queue with 0, 1 and 4 subscriptions: what a subscription costs a send."""
         perf = time.perf_counter
         counts = (0, 1, 4)
         reps: dict[int, list[Rep]] = {n: [] for n in counts}

@@ -3,7 +3,7 @@ the same run as queueserver, on the same machine, instead of figures quoted from
 
     python scripts/bench_reference.py DB_PATH      # prints "READY http://127.0.0.1:PORT"
 
-The design of issue 5's reference: starlette on uvicorn (uvloop, httptools), one SQLite writer
+The reference's design: starlette on uvicorn (uvloop, httptools), one SQLite writer
 thread that runs whatever arrived meanwhile as one grouped transaction, synchronous=FULL (every
 COMMIT syncs the log before any of its answers go out), and long polls woken by the sends'
 commits; reads (counts, browse) on two read-only connections of their own, as queueserver does.

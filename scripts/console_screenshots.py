@@ -38,7 +38,7 @@ def fill(endpoint: str) -> None:
     emails = sqs.create_queue(QueueName="emails")["QueueUrl"]
     west = boto3.client("sqs", endpoint_url=endpoint, region_name="eu-west-1", aws_access_key_id="x",
                         aws_secret_access_key="x").create_queue(QueueName="audit")["QueueUrl"]
-    for name in ("billing", "shipping"):  # issue 22: subscriptions, listed under their queue
+    for name in ("billing", "shipping"):  # subscriptions, listed under their queue
         subscribe(endpoint, orders, name)
     for i in range(40):
         sqs.send_message(QueueUrl=orders, MessageBody=f'{{"order": {1000 + i}, "items": {i % 4 + 1}}}',

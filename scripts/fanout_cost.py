@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What a subscription costs per message sent, against the cost of one narrow row (issue 22).
+"""What a subscription costs per message sent, against the cost of one narrow row.
 
 The target: "a subscription adds at most the cost of one narrow row per message". Two measurements,
 in-process on a temp file, CPU time (time.process_time: less disturbed by a shared machine than wall

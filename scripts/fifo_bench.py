@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""FIFO and fair-queue benchmark of queueserver (issue 4).
+"""FIFO and fair-queue benchmark of queueserver.
 
 Each run starts its own server (`python -m queueserver serve --port 0 --db <tmp>`, pinned
 to core 0 with taskset when there are two cores or more) on a fresh temporary database and

@@ -27,7 +27,7 @@ INTERRUPTED = 130  # Ctrl-C; a redrive's task was cancelled
 _MISSING_QUEUE_CODES = {"QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue"}
 # What an SQS endpoint answers to an action it does not know (AWS: 400 UnknownOperationException).
 _UNKNOWN_ACTION_CODES = {"UnknownOperationException", "UnknownOperation", "InvalidAction"}
-# `<queue>~<name>` names a subscription (issue 22): no queue name can contain "~".
+# `<queue>~<name>` names a subscription: no queue name can contain "~".
 SUBSCRIPTION_SEPARATOR = "~"
 
 

@@ -1,4 +1,4 @@
-"""`queueserver subscriptions|subscription`: a queue's subscriptions (issue 22), listed, created, deleted.
+"""`queueserver subscriptions|subscription`: a queue's subscriptions, listed, created, deleted.
 
 Subscriptions are a queueserver extension: against AWS SQS these commands exit UNSUPPORTED with a
 message saying so. Everything else (receive, peek, purge, attributes) takes a subscription as

@@ -1,4 +1,4 @@
-"""A queue's subscriptions (issue 22) in the console, clicked through in chromium against a real server."""
+"""A queue's subscriptions in the console, clicked through in chromium against a real server."""
 
 from __future__ import annotations
 

@@ -214,7 +214,7 @@ def test_ctrl_c_cancels_the_redrive_task(admin_server: Server, admin_sqs: Any) -
     assert task["Status"] == "CANCELLED"
 
 
-# -- subscriptions (issue 22): `subscriptions`, `subscription create|delete`, and a subscription anywhere a
+# -- subscriptions: `subscriptions`, `subscription create|delete`, and a subscription anywhere a
 # queue is taken, as QUEUE~NAME or its URL
 
 def test_subscription_create_is_idempotent_subscriptions_lists_each_with_its_counts_and_delete_takes_three_forms(
