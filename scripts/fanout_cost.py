@@ -121,15 +121,15 @@ def engine(path: str, subscription_count: int, messages: int, body: str) -> floa
     async def main() -> float:
         engine = await QueueEngine.open(path, ManualClock(start_ms=NOW_MS), sync_log=lambda fd: None)
         try:
-            queue = await engine.create_queue("us-east-1", "000000000000", "q", False, queue_attributes.DEFAULTS,
-                                              {}, {})
+            queue = await engine.create_queue("us-east-1", "000000000000", "q", fifo=False,
+                                              attributes=queue_attributes.DEFAULTS, supplied={}, tags={})
             for i in range(subscription_count):
-                await engine.create_subscription(queue, f"s{i}", False)
+                await engine.create_subscription(queue, f"s{i}", start_from_all=False)
             batch = [NewMessage(body=body, md5_of_body="m", delay_seconds=0, size=len(body))] * BATCH
 
             async def sender(count: int) -> None:
                 for _ in range(count):
-                    await engine.send_messages(queue, batch, "sender")
+                    await engine.send_messages(queue, batch, sender_id="sender")
 
             per_sender = messages // BATCH // GROUP
             started = time.process_time()
