@@ -24,7 +24,8 @@ _SHARED_ROW = "(?, ?, ?, ?, NULLIF(?, ''), ?)"
 def insert_fanned_out(conn: sqlite3.Connection, queue_id: int, rows: list[tuple[int, str, NewMessage]],
                       deliveries: list[tuple[int, int, int]], now_ms: int, sender_id: str) -> None:
     """Store messages given as (row id, MessageId, message) on the queue, their bodies once, and
-    each subscription's delivery rows given as (row id, subscription id, the queue's row id)."""
+    each subscription's delivery rows given as (row id, subscription id, the queue's row id): one of
+    every message per subscription, so that every body counts 1 + len(deliveries) / len(rows) rows."""
     if not rows:
         return
     sent = {row_id: m for row_id, _, m in rows}
