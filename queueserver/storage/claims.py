@@ -123,25 +123,22 @@ def mark_dead_lettered(conn: sqlite3.Connection, row_ids: list[int], target: Dea
                      [(target.source_arn, i) for i in row_ids])
 
 
-# A shared body nothing refers to any more: neither the queue's own row (id = body_id, kept out of
-# messages_by_body by migration 0004) nor a subscription's delivery (in messages_by_body).
-_DELETE_UNSHARED_BODY = (
-    "DELETE FROM message_bodies WHERE id = ?1"
-    " AND NOT EXISTS (SELECT 1 FROM messages WHERE id = ?1 AND body_id = ?1)"
-    " AND NOT EXISTS (SELECT 1 FROM messages INDEXED BY messages_by_body WHERE body_id = ?1 AND body_id <> id)")
-
-
 def _own_bodies_for_shared(conn: sqlite3.Connection, row_ids: list[int]) -> None:
     """A dead-lettered delivery of a shared body (a subscription's, issue 22) gets a copy of its own,
-    id -row id, so that its DeadLetterQueueSourceArn is not the other receivers' too."""
+    so that its DeadLetterQueueSourceArn is not the other receivers' too. The copy's id is below every
+    body id (row ids are positive): it can never collide, even with an earlier copy now shared."""
     for row_id in row_ids:
-        shared = conn.execute("SELECT body_id FROM messages WHERE id = ? AND body_id > 0", (row_id,)).fetchone()
-        if shared is None:  # an unshared row (no subscriptions): nothing to do
+        shared = conn.execute(
+            "SELECT b.id FROM messages m JOIN message_bodies b ON b.id = m.body_id"
+            " WHERE m.id = ? AND b.deliveries > 1", (row_id,)).fetchone()
+        if shared is None:  # a body of its own (no subscriptions, or the others deleted theirs)
             continue
+        lowest = conn.execute("SELECT id FROM message_bodies ORDER BY id LIMIT 1").fetchone()[0]
+        copy_id = min(lowest, 0) - 1
         conn.execute(
             "INSERT INTO message_bodies (id, message_id, body, md5_of_body, attributes, trace_header, sent_at_ms,"
-            " sender_id, deduplication_id, dead_letter_source_arn)"
+            " sender_id, deduplication_id, dead_letter_source_arn, deliveries)"
             " SELECT ?, message_id, body, md5_of_body, attributes, trace_header, sent_at_ms, sender_id,"
-            " deduplication_id, dead_letter_source_arn FROM message_bodies WHERE id = ?", (-row_id, shared[0]))
-        conn.execute("UPDATE messages SET body_id = ? WHERE id = ?", (-row_id, row_id))
-        conn.execute(_DELETE_UNSHARED_BODY, shared)
+            " deduplication_id, dead_letter_source_arn, 1 FROM message_bodies WHERE id = ?", (copy_id, shared[0]))
+        conn.execute("UPDATE messages SET body_id = ? WHERE id = ?", (copy_id, row_id))
+        conn.execute("UPDATE message_bodies SET deliveries = deliveries - 1 WHERE id = ?", shared)

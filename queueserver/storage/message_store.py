@@ -24,6 +24,11 @@ _INSERT_BODIES = (
     "sent_at_ms, sender_id, deduplication_id) VALUES "
 )
 _BODY_ROW = "(?, ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''), ?, ?, NULLIF(?, ''))"
+# A fan-out's bodies: the same rows, each with its count of deliveries (the one `?` before the VALUES).
+_INSERT_SHARED_BODIES = (
+    "INSERT INTO message_bodies (deliveries, id, message_id, body, md5_of_body, attributes, trace_header, "
+    "sent_at_ms, sender_id, deduplication_id) SELECT ?, * FROM (VALUES "
+)
 
 
 @functools.cache
@@ -64,14 +69,20 @@ def insert_messages(
 
 
 def insert_bodies(conn: sqlite3.Connection, rows: list[tuple[int, str, NewMessage]], now_ms: int,
-                  sender_id: str) -> None:
-    """Store the bodies of messages given as (row id, MessageId, message), each under its row id."""
-    conn.execute(_INSERT_BODIES + rows_of(_BODY_ROW, len(rows)), [
+                  sender_id: str, deliveries: int | None = None) -> None:
+    """Store the bodies of messages given as (row id, MessageId, message), each under its row id;
+    `deliveries`: how many messages rows share each body (a send fanned out to subscriptions), None
+    for bodies of their own rows alone (the plain INSERT, unchanged)."""
+    values = [
         value for row_id, message_id, m in rows
         for value in (row_id, message_id, m.body, m.md5_of_body,
                       json.dumps(m.attributes, separators=(",", ":")) if m.attributes else "",
                       m.trace_header or "", now_ms, sender_id, m.deduplication_id or "")
-    ])
+    ]
+    if deliveries is None:
+        conn.execute(_INSERT_BODIES + rows_of(_BODY_ROW, len(rows)), values)
+    else:
+        conn.execute(_INSERT_SHARED_BODIES + rows_of(_BODY_ROW, len(rows)) + ")", [deliveries, *values])
 
 
 def find_duplicate(conn: sqlite3.Connection, queue_id: int, scope: str, deduplication_id: str,

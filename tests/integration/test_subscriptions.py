@@ -274,3 +274,17 @@ def test_a_dead_lettered_delivery_names_its_subscription_and_a_move_task_returns
     assert back["Body"] == "poison" and "DeadLetterQueueSourceArn" not in back["Attributes"]
     drain(sqs, queue, 10)
     assert table_rows(db, "messages") == 0 and table_rows(db, "message_bodies") == 0
+
+
+def test_after_one_subscription_is_purged_the_others_deletes_leave_no_body_and_lose_none(own: Any) -> None:
+    sqs, _, db = own
+    queue = sqs.create_queue(QueueName="q")["QueueUrl"]
+    a, b = subscribe(sqs, queue, "a"), subscribe(sqs, queue, "b")
+    sent = send_numbered(sqs, queue, 30)
+    assert len(take(sqs, b, 10)) == 10  # b deleted some before the purge
+    sqs.purge_queue(QueueUrl=a)
+    assert table_rows(db, "message_bodies") == 30
+    assert drain(sqs, queue, 10) == sent  # every body still whole for the remaining receivers
+    assert table_rows(db, "message_bodies") == 20  # the ten b had deleted are gone with the queue's rows
+    assert drain(sqs, b, 7) == sent[10:]
+    assert table_rows(db, "messages") == 0 and table_rows(db, "message_bodies") == 0

@@ -1,5 +1,6 @@
 """Migrations 0003 and 0004 (subscriptions) on a real SQLite file: forward from a version-2
-and a version-3 database with messages in it, and the shared-body bookkeeping their triggers do."""
+and a version-3 database with messages in it, and the shared-body bookkeeping (0004: a count of
+deliveries in the body) that the send, StartFrom=all and the trigger do."""
 
 from __future__ import annotations
 
@@ -71,26 +72,61 @@ def test_starting_from_all_adds_a_delivery_of_every_held_message_in_the_queues_o
     conn.close()
 
 
-def _indexed_body_ids(conn: sqlite3.Connection) -> list[int]:
-    """The body ids messages_by_body holds, read from the index itself."""
-    return [row[0] for row in conn.execute(
-        "SELECT body_id FROM messages INDEXED BY messages_by_body WHERE body_id > 0 AND body_id <> id ORDER BY id")]
+def _deliveries(conn: sqlite3.Connection) -> list[tuple[int, int | None]]:
+    return conn.execute("SELECT id, deliveries FROM message_bodies ORDER BY id").fetchall()
 
 
-def test_version_4_keeps_the_queues_own_row_out_of_the_body_index_and_its_body_still_waits_for_every_delivery(
-        tmp_path: Path) -> None:
+def test_version_4_counts_each_shared_bodys_deliveries_and_drops_the_body_index(tmp_path: Path) -> None:
     conn = _at_version(tmp_path / "q.db", 3)
     message = NewMessage(body="shared", md5_of_body="m", delay_seconds=0)
-    subscriptions.insert_fanned_out(conn, 1, [(10, "id-10", message)], [(11, 2, 10), (12, 3, 10)], 1_000, "s")
+    message_store.insert_messages(conn, 1, [(5, "id-5", message)], 1_000, "s")  # a body of its own
+    # as version 3 fanned out: every delivery (the queue's own row too) with body_id, the body once
+    conn.executemany("INSERT INTO messages (id, queue_id, visible_at_ms, enqueued_at_ms, body_id) VALUES (?, ?, 0, 0, ?)",
+                     [(10, 1, 10), (11, 2, 10), (12, 3, 10), (20, 1, 20), (21, 2, 20)])
+    message_store.insert_bodies(conn, [(10, "id-10", message), (20, "id-20", message)], 1_000, "s")
     assert migrate(conn) == schema_version(conn) == 4
-    index = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages_by_body'").fetchone()[0]
-    assert "body_id <> id" in index
-    assert _indexed_body_ids(conn) == [10, 10]  # the deliveries 11 and 12 answer through the index
-    for row_id, bodies_left in ((11, 1), (10, 1), (12, 0)):  # the queue's row neither first nor last
+    assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_by_body'").fetchone() is None
+    assert _deliveries(conn) == [(5, None), (10, 3), (20, 2)]
+    for row_id, bodies_left in ((11, 3), (10, 3), (12, 2)):  # the queue's row neither first nor last
         conn.execute("DELETE FROM messages WHERE id = ?", (row_id,))
         assert _count(conn, "message_bodies") == bodies_left
-    subscriptions.insert_fanned_out(conn, 1, [(20, "id-20", message)], [(21, 2, 20)], 1_000, "s")
-    for row_id, bodies_left in ((21, 1), (20, 0)):  # the queue's row last: found by its primary key
+    for row_id, bodies_left in ((21, 2), (20, 1), (5, 0)):  # the queue's row last
         conn.execute("DELETE FROM messages WHERE id = ?", (row_id,))
         assert _count(conn, "message_bodies") == bodies_left
+    conn.close()
+
+
+def test_a_fan_out_stores_its_count_of_deliveries_in_the_bodys_own_insert(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "q.db", isolation_level=None)
+    migrate(conn)
+    message = NewMessage(body="shared", md5_of_body="m", delay_seconds=0)
+    message_store.insert_messages(conn, 1, [(1, "id-1", message)], 1_000, "s")
+    rows = [(10, "id-10", message), (11, "id-11", message)]
+    subscriptions.insert_fanned_out(conn, 1, rows, [(12, 2, 10), (13, 2, 11), (14, 3, 10), (15, 3, 11)], 1_000, "s")
+    assert _deliveries(conn) == [(1, None), (10, 3), (11, 3)]
+    conn.close()
+
+
+def test_starting_from_all_counts_the_new_delivery_on_shared_and_unshared_bodies_alike(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "q.db", isolation_level=None)
+    migrate(conn)
+    message = NewMessage(body="held", md5_of_body="m", delay_seconds=0)
+    message_store.insert_messages(conn, 1, [(5, "id-5", message)], 1_000, "s")
+    subscriptions.insert_fanned_out(conn, 1, [(7, "id-7", message)], [(8, 2, 7)], 1_000, "s")
+    subscriptions.copy_held_messages(conn, 1, 3, 100 - 5, 2_000)
+    assert _deliveries(conn) == [(5, 2), (7, 3)]
+    for queue_id, bodies_left in ((3, 2), (2, 2), (1, 0)):
+        conn.execute("DELETE FROM messages WHERE queue_id = ?", (queue_id,))
+        assert _count(conn, "message_bodies") == bodies_left
+    conn.close()
+
+
+def test_the_count_of_deliveries_may_be_null_so_that_deletes_without_subscriptions_open_no_statement_journal(
+        tmp_path: Path) -> None:
+    # An UPDATE in a trigger on messages that may fail NOT NULL makes SQLite open a statement journal for
+    # every DELETE on messages, fired or not (scripts/BENCHMARKS.md: 3.5 -> 11.5 µs a DELETE).
+    conn = sqlite3.connect(tmp_path / "q.db", isolation_level=None)
+    migrate(conn)
+    columns = {row[1]: row for row in conn.execute("PRAGMA table_info(message_bodies)")}
+    assert columns["deliveries"][3] == 0  # notnull
     conn.close()
