@@ -100,19 +100,23 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._disarm()
 
     def on_url(self, url: bytes) -> None:
-        if len(self.url) + len(url) > self._max_head_bytes:  # uvicorn gathers the url in self.url
+        if len(self.url) + len(url) > self._max_head_bytes:
             self._head_too_large()
-        HttpToolsProtocol.on_url(self, url)
+        self.url += url  # uvicorn's on_url, inline
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        # Inline, not a helper: this runs for every header of every request.
+        # This runs for every header of every request: no helper, and uvicorn's own on_header
+        # (lower-case the name, note `Expect: 100-continue`, append) inline rather than a second frame.
         headers = self.headers  # uvicorn's list for this request, new at each message's start
         if not headers:
             self._head_bytes = len(self.url)
         self._head_bytes += len(name) + len(value) + 4
         if self._head_bytes > self._max_head_bytes or len(headers) >= self._max_headers:
             self._head_too_large()
-        HttpToolsProtocol.on_header(self, name, value)
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        headers.append((name, value))
 
     def send_400_response(self, msg: str) -> None:
         if self._refusal is None:
