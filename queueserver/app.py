@@ -53,16 +53,25 @@ def _http_request(scope: dict[str, Any], body: bytes, default_host: str) -> Http
     )
 
 
-async def _read_body(headers: dict[str, str], receive: Any, limit: int) -> bytes | None:
-    """The request body, refused (RequestTooLarge) by its Content-Length before any of it is
-    read, or as soon as a chunked body grows past LIMIT; None if the client disconnected."""
+def _refuse_declared_oversize(headers: dict[str, str], limit: int) -> None:
+    """RequestTooLarge for a Content-Length over LIMIT, before any of the body is read."""
     declared = headers.get("content-length", "")
     if declared and (not declared.isdigit() or len(declared) > 18 or int(declared) > limit):
         raise errors.RequestTooLarge(f"The request body must not be longer than {limit} bytes.")
+
+
+async def _read_body(headers: dict[str, str], receive: Any, limit: int,
+                     first: dict[str, Any] | None = None) -> bytes | None:
+    """The request body, refused (RequestTooLarge) by its Content-Length before any of it is
+    read, or as soon as a chunked body grows past LIMIT; None if the client disconnected.
+    `first`: its first message, already received (the caller's fast path)."""
+    if first is None:
+        _refuse_declared_oversize(headers, limit)
     chunks = []
     size = 0
     while True:
-        message = await receive()
+        message = first or await receive()
+        first = None
         if message["type"] == "http.disconnect":
             return None
         chunk = message.get("body", b"")
@@ -99,6 +108,7 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
     latencies = requests.by_action
     metrics = Metrics(engine, requests)
     access_log = AccessLog() if config.access_log else None
+    max_body_bytes = config.max_body_bytes
 
     async def sqs(scope: dict[str, Any], receive: Any, send: Any) -> None:
         started = time.perf_counter()
@@ -114,7 +124,12 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
             response = HttpResponse(200, guard.preflight_headers(http_request.headers), b"")
         else:
             try:
-                body = await _read_body(http_request.headers, receive, config.max_body_bytes)
+                _refuse_declared_oversize(headers, max_body_bytes)
+                message = await receive()
+                body = message.get("body", b"")
+                # A body in one message (nearly all) is taken here: _read_body's coroutine costs more.
+                if message.get("more_body") or message["type"] != "http.request" or len(body) > max_body_bytes:
+                    body = await _read_body(headers, receive, max_body_bytes, message)
             except errors.RequestTooLarge as error:
                 response = dispatcher.refuse(http_request, error)
                 response.headers["connection"] = "close"  # the rest of the body is not worth reading
@@ -125,8 +140,13 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
                 response = await dispatcher.handle(http_request)
                 if cors:
                     response.headers.update(cors)
-        await send(_start_message(response))  # _send's two steps inline: a coroutine less a request
-        await send({"type": "http.response.body", "body": response.body})
+        # _send's two steps and _start_message inline: a coroutine and two frames less a request
+        response_body = response.body
+        start = [(b"content-length", str(len(response_body)).encode())]
+        for name, value in response.headers.items():
+            start.append((name.encode("latin-1"), value.encode("latin-1")))
+        await send({"type": "http.response.start", "status": response.status, "headers": start})
+        await send({"type": "http.response.body", "body": response_body})
         elapsed = time.perf_counter() - started
         latency = latencies.get((http_request.action, response.status))
         if latency is None:

@@ -55,7 +55,10 @@ class _HeadTooLarge(Exception):
 class GuardedHttpProtocol(HttpToolsProtocol):
     """The deadlines are set after each chunk is parsed, not from the parser's callbacks: a request
     that arrives whole (nearly all of them) then arms and cancels no timer at all, where arming
-    one per callback cost two call_later and two cancels a request."""
+    one per callback cost two call_later and two cancels a request. What is still missing is read
+    off uvicorn's own request cycle, and the head's size off its url and header list, so only
+    `on_url` and `on_header` are overridden among the parser's callbacks (each override is a frame
+    and a super call per request)."""
 
     def __init__(self, *args: Any, limits: ServerConfig, refusals: RefusalLog, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -65,10 +68,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._refusals = refusals
         self._deadline: asyncio.TimerHandle | None = None
         self._deadline_is_body = False
-        self._awaiting_head = True  # between requests: the next bytes start a head
-        self._body_pending = False  # the head is in, the message is not complete yet
-        self._head_bytes = 0
-        self._header_count = 0
+        self._head_bytes = 0  # the current head's url and headers so far (reset at its first header)
         self._refusal: bytes | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -87,48 +87,36 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        # What is still missing after this chunk decides the deadline: the head (from its first
-        # bytes), the body (from the end of the head), or nothing.
-        if self._awaiting_head:
+        # What is still missing after this chunk decides the deadline: the head (no request in
+        # progress: from the next head's first bytes), the body (its head is in), or nothing.
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
             if self._deadline is None:
                 self._arm(self._limits.header_timeout, body=False)
-        elif self._body_pending:
+        elif cycle.more_body:
             if not self._deadline_is_body:
                 self._arm(self._limits.body_timeout, body=True)
         elif self._deadline is not None:
             self._disarm()
 
-    def on_message_begin(self) -> None:
-        self._head_bytes = 0
-        self._header_count = 0
-        super().on_message_begin()
-
     def on_url(self, url: bytes) -> None:
-        self._head_bytes += len(url)
-        if self._head_bytes > self._max_head_bytes:
+        if len(self.url) + len(url) > self._max_head_bytes:
             self._head_too_large()
-        HttpToolsProtocol.on_url(self, url)
+        self.url += url  # uvicorn's on_url, inline
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        # Inline, not a helper: this runs for every header of every request.
+        # This runs for every header of every request: no helper, and uvicorn's own on_header
+        # (lower-case the name, note `Expect: 100-continue`, append) inline rather than a second frame.
+        headers = self.headers  # uvicorn's list for this request, new at each message's start
+        if not headers:
+            self._head_bytes = len(self.url)
         self._head_bytes += len(name) + len(value) + 4
-        self._header_count += 1
-        if self._head_bytes > self._max_head_bytes or self._header_count > self._max_headers:
+        if self._head_bytes > self._max_head_bytes or len(headers) >= self._max_headers:
             self._head_too_large()
-        HttpToolsProtocol.on_header(self, name, value)
-
-    def on_headers_complete(self) -> None:
-        self._awaiting_head = False
-        self._body_pending = True
-        super().on_headers_complete()
-
-    def on_message_complete(self) -> None:
-        self._body_pending = False
-        super().on_message_complete()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()  # arms uvicorn's keep-alive timer when the connection goes idle
-        self._awaiting_head = self.cycle is None or self.cycle.response_complete
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        headers.append((name, value))
 
     def send_400_response(self, msg: str) -> None:
         if self._refusal is None:
@@ -155,8 +143,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._deadline_is_body = False
 
     def _expire(self) -> None:
+        what = "body" if self._deadline_is_body else "head"
         self._deadline = None
         self._deadline_is_body = False
-        what = "head" if self._awaiting_head else "body"
         log.debug("connection closed: the request's %s did not arrive in time", what)  # a flood must not flood the log
         self.transport.close()

@@ -34,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench  # noqa: E402  (scripts/bench.py: its server launcher and raw client)
+import benchkit  # noqa: E402  (the server process: launch, Proc)
 
 SCENARIOS = ["send1", "send10", "recv1+del1", "recv10+del"]
 
@@ -56,17 +57,11 @@ class Meter:
             return (self.server.cpu_seconds() - self.began) * 1e6
         dumped = subprocess.run(["callgrind_control", "-d", str(self.server.pid)], check=True, capture_output=True)
         del dumped
-        newest = max(self.server.log_path.parent.glob(f"{self.server.log_path.stem}.cg*"),
+        log = self.server.stderr_path
+        newest = max(log.parent.glob(f"{log.stem}.cg*"),
                      key=lambda f: f.stat().st_mtime)
         summary = next(line for line in newest.read_text().splitlines() if line.startswith("summary:"))
         return int(summary.split()[1]) / 1e3
-
-
-class CallgrindProc(bench.Proc):
-    """bench.Proc with the patience a server under valgrind needs to start."""
-
-    def _await_ready(self, timeout: float = 900.0) -> str:
-        return super()._await_ready(timeout)
 
 
 async def drive(server: bench.Proc, scenario: str, requests: int, connections: int, meter: Meter) -> float:
@@ -113,9 +108,11 @@ async def drive(server: bench.Proc, scenario: str, requests: int, connections: i
 
 def measure(python: str, source: Path | None, tmp: Path, args: argparse.Namespace, tag: str) -> dict[str, float]:
     if args.callgrind:
-        server = CallgrindProc(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/{tag}.cg.%p", python,
-                                "-m", "queueserver", "serve", "--port", "0", "--db", str(tmp / f"{tag}.db"),
-                                "--log-level", "warning"], tmp / f"{tag}.log", "queueserver", source)
+        # a server under valgrind takes minutes to start
+        server = benchkit.launch(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/{tag}.cg.%p", python,
+                                  "-m", "queueserver", "serve", "--port", "0", "--db", str(tmp / f"{tag}.db"),
+                                  "--log-level", "warning"], tmp / f"{tag}.log", ready_timeout=900, pin=True,
+                                 source=source, server_class=benchkit.Proc)
     else:
         server = bench.start_queueserver(python, tmp / f"{tag}.db", tmp / f"{tag}.log", source)
     meter = Meter(server, args.callgrind)

@@ -147,11 +147,14 @@ class Dispatcher:
         """Every protocol's one path: find and check the action, decode, run, render; errors in its format."""
         try:
             action, read = codec.action(request.headers, request.query_string, request.body)
-            handler = _handler(request, codec, action)
+            handler = ACTIONS.get(action)  # a known action on JSON needs no further check: no call then
+            if handler is None or codec.limits_queue_url_actions:
+                handler = _handler(request, codec, action)
             request.action = action
             params, query_credential = codec.params(read, action)
             request.params = params
-            self._queue_url_from_path(request, params)
+            if "QueueUrl" not in params:
+                self._queue_url_from_path(request, params)
             result = await handler(self._engine, self._context(request, request_id, action, caller, query_credential),
                                    params)
             return codec.render(request_id, action, result)
@@ -162,8 +165,8 @@ class Dispatcher:
             return codec.render_error(request_id, errors.InternalError())
 
     def _queue_url_from_path(self, request: HttpRequest, params: dict[str, Any]) -> None:
-        """A request POSTed to a queue URL names that queue when its body does not."""
-        if "QueueUrl" in params or not _QUEUE_PATH.fullmatch(request.path):
+        """A request POSTed to a queue URL names that queue when its body does not (the caller checks that)."""
+        if not _QUEUE_PATH.fullmatch(request.path):
             return
         host = request.headers.get("host") or request.default_host
         params["QueueUrl"] = f"{request.scheme}://{host}{unquote(request.path.rstrip('/'))}"

@@ -74,16 +74,18 @@ def claimed(rows: Iterable[tuple]) -> list[ClaimedRow]:
     return list(map(ClaimedRow._make, rows))
 
 
-def received_messages(rows: list[ClaimedRow], bodies: dict[int, BodyRow], queue_id: int, fifo: bool,
+def received_messages(rows: list[ClaimedRow], bodies: dict[int, tuple], queue_id: int, fifo: bool,
                       encode: Callable[[int, int, int], str]) -> list[ReceivedMessage]:
-    """The messages a receive hands out; `encode(queue_id, row_id, token)` makes each receipt handle."""
+    """The messages a receive hands out (`bodies`: tuples of BODY_COLUMNS by body id);
+    `encode(queue_id, row_id, token)` makes each receipt handle."""
     received = []
     for row in rows:
-        b = bodies[row.body_id]
+        (_, message_id, body, md5_of_body, attributes, trace_header, sent_at_ms, sender_id, deduplication_id,
+         dead_letter_source_arn) = bodies[row.body_id]  # BodyRow's fields, unpacked without building one
         received.append(ReceivedMessage(
-            b.message_id, b.body, b.md5_of_body, None if b.attributes is None else json.loads(b.attributes),
-            b.sent_at_ms, b.sender_id, row.receive_count, row.first_received_at_ms, b.trace_header, row.group_id,
-            b.deduplication_id, sequence_number(row.row_id) if fifo else None, b.dead_letter_source_arn,
+            message_id, body, md5_of_body, None if attributes is None else json.loads(attributes),
+            sent_at_ms, sender_id, row.receive_count, row.first_received_at_ms, trace_header, row.group_id,
+            deduplication_id, sequence_number(row.row_id) if fifo else None, dead_letter_source_arn,
             encode(queue_id, row.row_id, row.receipt_token)))
     return received
 

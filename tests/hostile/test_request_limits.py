@@ -131,6 +131,21 @@ def test_a_head_over_the_size_or_count_limit_gets_431_and_the_server_serves_on(r
     _still_serves(request_limited)
 
 
+def test_a_client_that_expects_100_continue_is_told_to_go_on_and_then_answered(request_limited):
+    body = b'{"QueueNamePrefix":"none-such"}'
+    with connect(request_limited.endpoint) as sock:
+        sock.sendall(_head(f"Content-Length: {len(body)}\r\n", "Expect: 100-continue\r\n"))
+        sock.settimeout(10)
+        interim = sock.recv(65536)
+        assert interim.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), interim[:200]
+        sock.sendall(body)
+        response = interim[len(b"HTTP/1.1 100 Continue\r\n\r\n"):]
+        while b"\r\n\r\n" not in response or not response.endswith(b"}"):
+            response += sock.recv(65536)
+    assert status_of(response) == 200, response[:300]
+    assert json.loads(response.split(b"\r\n\r\n", 1)[1]) == {}  # no queue by that prefix: an empty document
+
+
 @pytest.mark.parametrize("client", ["connects and sends nothing", "trickles its headers",
                                     "never ends a chunked body", "never sends its declared body",
                                     "stays idle after a response"])
