@@ -1,4 +1,4 @@
--- Subscriptions (issue 22), cheaper: a shared body counts its deliveries instead of finding them
+-- Subscriptions, cheaper: a shared body counts its deliveries instead of finding them
 -- through messages_by_body, so that a delivery row carries no index entry beyond what any narrow
 -- row has (scripts/BENCHMARKS.md, "Subscriptions: the cost per message against one narrow row").
 -- deliveries: how many messages rows point at the body through body_id (set at fan-out, in the same

@@ -124,7 +124,7 @@ def mark_dead_lettered(conn: sqlite3.Connection, row_ids: list[int], target: Dea
 
 
 def _own_bodies_for_shared(conn: sqlite3.Connection, row_ids: list[int]) -> None:
-    """A dead-lettered delivery of a shared body (a subscription's, issue 22) gets a copy of its own,
+    """A dead-lettered delivery of a shared body (a subscription's) gets a copy of its own,
     so that its DeadLetterQueueSourceArn is not the other receivers' too. The copy's id is below every
     body id (row ids are positive): it can never collide, even with an earlier copy now shared."""
     for row_id in row_ids:

@@ -212,7 +212,7 @@ class QueueEngine:
         await self._db.run(purge)
         self._cooldowns.purged(queue.id, now)
 
-    # -- subscriptions (issue 22) ---------------------------------------------
+    # -- subscriptions --------------------------------------------------------
 
     async def create_subscription(self, queue: Queue, name: str, *, start_from_all: bool) -> Queue:
         """Create the subscription, or return the existing one of that name (as CreateQueue does)."""

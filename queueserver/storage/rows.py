@@ -13,7 +13,7 @@ from typing import Callable, Iterable, NamedTuple
 from queueserver.models import BrowsedMessage, ReceivedMessage, sequence_number
 
 
-# The body id: the row's own, or the shared one of a subscription's delivery (issue 22).
+# The body id: the row's own, or the shared one of a subscription's delivery.
 CLAIMED_COLUMNS = "id, receive_count, first_received_at_ms, receipt_token, group_id, coalesce(body_id, id)"
 
 

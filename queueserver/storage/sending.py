@@ -1,6 +1,6 @@
 """A send on the database thread, its fan-out to subscriptions, and the message row ids both hand out.
 
-A subscription (issue 22) is a queue of its own kind: a row in `queues` named `<queue>~<name>` (no
+A subscription is a queue of its own kind: a row in `queues` named `<queue>~<name>` (no
 queue name can contain "~"), so receives, deletes, visibility, redrive and retention need nothing
 new. What is new is here: creating one, and fanning a send out to a queue's subscriptions.
 """
