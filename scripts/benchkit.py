@@ -315,6 +315,13 @@ def make_client(endpoint: str, read_timeout: float = 5, connect_timeout: float =
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
+def stat_cpu_seconds(stat_path: str) -> float:
+    """utime + stime from /proc/PID/stat (the process, all threads) or /proc/PID/task/TID/stat."""
+    with open(stat_path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
 class Proc(Server):
     """A benchmark's server: pinned to core 0, read through /proc (its CPU seconds, threads, memory)."""
 
@@ -337,20 +344,16 @@ class Proc(Server):
         return int(self.endpoint.rsplit(":", 1)[1])
 
     def cpu_seconds(self) -> float:
-        with open(f"/proc/{self.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return stat_cpu_seconds(f"/proc/{self.pid}/stat")
 
     def thread_cpu(self) -> dict[str, float]:
         """CPU seconds of the main (event loop) thread and of all other threads (SQLite, executors)."""
         main = other = 0.0
         for tid in os.listdir(f"/proc/{self.pid}/task"):
             try:
-                with open(f"/proc/{self.pid}/task/{tid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
+                seconds = stat_cpu_seconds(f"/proc/{self.pid}/task/{tid}/stat")
             except OSError:
                 continue
-            seconds = (int(fields[11]) + int(fields[12])) / CLK_TCK
             if int(tid) == self.pid:
                 main += seconds
             else:

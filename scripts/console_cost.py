@@ -15,21 +15,15 @@ Usage: .venv/bin/python scripts/console_cost.py [--queues 5] [--messages 30000] 
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-from benchkit import make_client, running
+from benchkit import make_client, running, stat_cpu_seconds
 
 PAGES = ("/console/", "/console/queues/us-east-1/000000000000/q0")
 COUNTS_MAX_AGE_S = 2.5  # a little more than the count cache's staleness bound, so each render recounts
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -44,18 +38,18 @@ def main() -> None:
         for _ in range(args.messages // 10):
             sqs.send_message_batch(QueueUrl=urls[0], Entries=[{"Id": str(j), "MessageBody": "x" * 100}
                                                               for j in range(10)])
-        pid = server.proc.pid
+        stat = f"/proc/{server.proc.pid}/stat"
         for page in PAGES:
             urllib.request.urlopen(server.endpoint + page).read()  # templates compiled, caches warm
             spent: dict[bool, list[float]] = {False: [], True: []}
             for _ in range(args.rounds):
                 for render in (False, True):
-                    before = cpu_seconds(pid)
+                    before = stat_cpu_seconds(stat)
                     sqs.send_message(QueueUrl=urls[0], MessageBody="y")
                     time.sleep(COUNTS_MAX_AGE_S)
                     if render:
                         urllib.request.urlopen(server.endpoint + page).read()
-                    spent[render].append(cpu_seconds(pid) - before)
+                    spent[render].append(stat_cpu_seconds(stat) - before)
             without, with_render = (sum(spent[r]) / args.rounds * 1000 for r in (False, True))
             extra_ms = with_render - without
             print(f"{page}: server CPU per round {without:.1f} ms without a render, {with_render:.1f} ms with one: "

@@ -33,6 +33,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from benchkit import ACCOUNT, ServerError, advance_clock, integrity, make_client, start_server
@@ -281,9 +282,18 @@ class Workload:
             self.ledger.note("DeleteMessage", ACKED)
             self.ledger.delete(h["mid"], ACKED, time.time(), h["safe_until"])
 
+    def disruptions(self, count: int, rng: random.Random,
+                    seconds_between: tuple[float, float]) -> Iterator[int]:
+        """Yield 0..count-1, each after a random pause under load (wall time: the load is real), stopping
+        early once the workload has failed."""
+        for k in range(count):
+            time.sleep(rng.uniform(*seconds_between))
+            if self.failures:
+                return
+            yield k
+
 
 # --- the end: drain and check -------------------------------------------------------
-
 
 def drain(endpoint: str, ledger: Ledger) -> dict[str, tuple[str, int]]:
     """Receive everything (deleting as we go); returns body -> (MessageId, receive count).
@@ -337,10 +347,7 @@ def crash_run(workdir: str | os.PathLike[str], kills: int, seconds_between: tupl
         workload = Workload(shared, ledger, producers=producers, consumers=consumers, seed=seed)
         workload.start()
         try:
-            for k in range(kills):
-                time.sleep(rng.uniform(*seconds_between))
-                if workload.failures:
-                    break
+            for k in workload.disruptions(kills, rng, seconds_between):
                 ledger.events.append((time.time(), f"kill {server.endpoint}"))
                 server.kill()
                 server = start_server(db)

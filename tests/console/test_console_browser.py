@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from playwright.sync_api import expect
+from support.console import send_from_page
 
 
 def _open(page: Any, server: Any, path: str = "/console") -> None:
@@ -25,13 +26,6 @@ def _create(page: Any, server: Any, name: str, dead_letter_queue: str = "", max_
     expect(page.locator(".notice")).to_have_text(f"Queue {name} created.")
 
 
-def _send(page: Any, body: str) -> None:
-    form = page.locator("form.send")
-    form.locator("textarea[name=body]").fill(body)
-    form.get_by_role("button", name="Send").click()
-    expect(page.locator(".notice")).to_contain_text("sent.")
-
-
 def _visible(page: Any) -> Any:
     return page.locator("#counts [data-count=visible]")
 
@@ -39,8 +33,8 @@ def _visible(page: Any) -> Any:
 def test_a_queue_created_in_the_console_takes_messages_counts_them_and_is_purged_after_confirmation(
         page: Any, console_server: Any, console_sqs: Any) -> None:
     _create(page, console_server, "clicked-orders")
-    _send(page, "first order")
-    _send(page, "second order")
+    send_from_page(page, "first order")
+    send_from_page(page, "second order")
     expect(page.locator("table.messages td.body")).to_have_text(["first order", "second order"])
     expect(_visible(page)).to_have_text("2")  # the section refreshes itself until the count cache catches up
     url = console_sqs.get_queue_url(QueueName="clicked-orders")["QueueUrl"]
@@ -69,7 +63,7 @@ def test_a_queue_created_in_the_console_takes_messages_counts_them_and_is_purged
 def test_a_body_with_markup_is_shown_as_text_and_never_runs(page: Any, console_server: Any) -> None:
     _create(page, console_server, "clicked-markup")
     body = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2"><b>bold</b>'
-    _send(page, body)
+    send_from_page(page, body)
     cell = page.locator("table.messages td.body")
     expect(cell).to_have_text(body)
     assert cell.locator("script, img, b").count() == 0
@@ -191,7 +185,7 @@ def test_a_queue_created_in_the_console_serves_both_wire_protocols(
         page: Any, console_server: Any, make_client: Any) -> None:
     name = f"both-{uuid.uuid4().hex[:8]}"
     _create(page, console_server, name)
-    _send(page, "from the console")
+    send_from_page(page, "from the console")
     sqs = make_client(console_server.endpoint)
     url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
     received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1)["Messages"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from playwright.sync_api import expect
+from support.console import send_from_page
 from support.subscriptions import extension_call, subscribe
 
 SHOP = "/console/queues/us-east-1/000000000000/shop-events"
@@ -16,13 +17,6 @@ def _subscribe(page: Any, name: str, start_from: str = "new") -> None:
     form.locator("select[name=start_from]").select_option(start_from)
     form.get_by_role("button", name="Create subscription").click()
     expect(page.locator(".notice")).to_have_text(f"Subscription {name} created.")
-
-
-def _send(page: Any, body: str) -> None:
-    form = page.locator("form.send")
-    form.locator("textarea[name=body]").fill(body)
-    form.get_by_role("button", name="Send").click()
-    expect(page.locator(".notice")).to_contain_text("sent.")
 
 
 def _subscription_count(page: Any, name: str) -> Any:
@@ -37,8 +31,8 @@ def test_a_subscription_is_created_counted_browsed_purged_alone_and_deleted(
     expect(page.locator("#subscriptions td.empty")).to_have_text("No subscriptions.")
     _subscribe(page, "billing")
     _subscribe(page, "audit", start_from="all")
-    _send(page, "order 1")
-    _send(page, "order 2")
+    send_from_page(page, "order 1")
+    send_from_page(page, "order 2")
     expect(_subscription_count(page, "billing")).to_have_text("2")  # only what was sent after it was created
     expect(_subscription_count(page, "audit")).to_have_text("3")  # StartFrom all: the message held before too
     expect(page.locator("#counts [data-count=visible]")).to_have_text("3")

@@ -129,10 +129,7 @@ def power_run(workdir: Path, cuts: int, seconds_between: tuple[float, float], ly
         workload = Workload(shared, ledger, seed=seed)
         workload.start()
         try:
-            for k in range(cuts):
-                time.sleep(rng.uniform(*seconds_between))
-                if workload.failures:
-                    break
+            for k in workload.disruptions(cuts, rng, seconds_between):
                 ledger.events.append((time.time(), f"power cut under {server.endpoint}"))
                 spill = not lying and rng.random() < 0.5
                 spills += spill
