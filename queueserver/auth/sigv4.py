@@ -27,6 +27,7 @@ from urllib.parse import quote, unquote_plus
 
 from queueserver import errors
 from queueserver.auth.credentials import AccessKey, CredentialStore
+from queueserver.limits import REGION_NAME
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "sqs"
@@ -37,10 +38,7 @@ _AMZ_DATE = re.compile(r"\d{8}T\d{6}Z")  # used with fullmatch: `$` would let "\
 # What botocore and the other SDKs send; anything else takes the general parser (and its errors).
 _AUTHORIZATION = re.compile(r"AWS4-HMAC-SHA256 Credential=([^,\s]+), ?SignedHeaders=([^,\s]+), ?Signature=([^,\s]+)")
 _PLAIN_PATH = re.compile(r"/[A-Za-z0-9._~/-]*")  # nothing to encode (fullmatch)
-# AWS's region names (us-east-1, us-gov-west-1, eusc-de-east-1): a DNS label of lower-case letters, digits and
-# dashes, as the region goes into endpoint host names. Used with fullmatch; also by the unsigned path (dispatch.py).
-REGION = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
-_REGION = re.compile(REGION)
+_REGION = re.compile(REGION_NAME)  # fullmatch
 # Headers that decide what a request runs, so a signature must cover them when they are sent.
 _SIGNED_WHEN_SENT = ("x-amz-target", "content-type")
 _KEPT = 1024  # entries of each cache below; a full cache starts again empty

@@ -18,7 +18,8 @@ from urllib.parse import unquote
 from queueserver import errors
 from queueserver import extensions as ext
 from queueserver.auth import Authenticator, Caller, Signed
-from queueserver.auth.sigv4 import REGION, invalid_region
+from queueserver.auth.sigv4 import invalid_region
+from queueserver.limits import REGION_NAME
 from queueserver.models import uuid4_string
 from queueserver.protocol import extension_actions, message_actions as m, queue_actions as q, redrive_actions as r
 from queueserver.protocol.codecs import Codec, HttpResponse, codec_for
@@ -60,7 +61,7 @@ ACTIONS: dict[str, Handler] = {
 }
 
 # An unverified credential scope (credentials off): the key id, and the region, or (group 3) a region that is none.
-_CREDENTIAL = re.compile(rf"Credential=([^/,\s]+)/\d{{8}}/(?:({REGION})|([^/,\s]+))/")
+_CREDENTIAL = re.compile(rf"Credential=([^/,\s]+)/\d{{8}}/(?:({REGION_NAME})|([^/,\s]+))/")
 # A queue URL's path: `/<account>/<name>`, or `/queue/<region>/<account>/<name>` outside the home region.
 _QUEUE_PATH = re.compile(r"(?:/queue/[^/]+)?/[^/]+/[^/]+/?")  # used with fullmatch: `$` would let "\n" through
 # The actions that act on one queue (they take a QueueUrl): the only ones a queue URL accepts.
