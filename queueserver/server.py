@@ -181,6 +181,9 @@ async def serve(config: ServerConfig) -> None:
         in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit,
         counts_max_age=config.counts_max_age)
     _log_access(config, store)
+    if trusted_proxies:
+        log.info("X-Forwarded-For and X-Forwarded-Proto are believed from %s (--trusted-proxy)",
+                 ", ".join(trusted_proxies))
     watcher = asyncio.create_task(_watch_credentials(store)) if store is not None else None
     try:
         await apply_queues(engine, config.queues, config.region)

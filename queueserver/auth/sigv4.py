@@ -235,6 +235,7 @@ class SigV4Verifier:
                     f"Credential should be a key id, date, region, service and aws4_request. Credential={credential}")
         headers = request.headers
         names = signed_headers.split(";")
+        # host, and _SIGNED_WHEN_SENT spelled out (a loop would cost every request more)
         if ("host" not in names or ("x-amz-target" in headers and "x-amz-target" not in names)
                 or ("content-type" in headers and "content-type" not in names)):
             raise _unsigned_header(names, headers)

@@ -107,6 +107,8 @@ def test_a_deny_outside_an_address_range_is_not_bypassed_by_a_forwarded_address(
 
 @pytest.mark.parametrize("protocol", ["json", "query"])
 def test_a_trusted_proxy_names_the_client_and_the_scheme(proxied_server, protocol):
+    assert "X-Forwarded-For and X-Forwarded-Proto are believed from 192.0.2.1, 127.0.0.0/8" in \
+        proxied_server.stderr_text()
     alice, url = guarded_queue(proxied_server.endpoint, protocol, "proxied")
     endpoint = proxied_server.endpoint
     denied(lambda: signed_client(protocol, endpoint, "AKIDBOB").send_message(QueueUrl=url, MessageBody="proxy's own"))

@@ -111,8 +111,9 @@ class _OnlySigV4QueryAuth(SigV4QueryAuth):
 
     def headers_to_sign(self, request: AWSRequest) -> HTTPHeaders:
         headers = super().headers_to_sign(request)
-        for name in {name.lower() for name in headers.keys()} - (self._names or {name.lower() for name in headers}):
-            del headers[name]
+        if self._names is not None:
+            for name in {name.lower() for name in headers.keys()} - self._names:
+                del headers[name]
         return headers
 
     def _modify_request_before_signing(self, request: AWSRequest) -> None:
