@@ -22,6 +22,8 @@ from support.server import ClockControl
 
 OWNER_ACCOUNT = "111111111111"
 OTHER_ACCOUNT = "222222222222"
+THIRD_ACCOUNT = "333333333333"
+OPERATIONS_ACCOUNT = "999999999999"
 JOBS_QUEUE = "jobs"
 # A worker's key: receive, delete and change visibility on the one queue "jobs" of its account.
 WORKER_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [{
@@ -29,15 +31,28 @@ WORKER_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [{
     "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueue*"],
     "Resource": f"arn:aws:sqs:*:{OWNER_ACCOUNT}:{JOBS_QUEUE}",
 }]})
-KEYS: dict[str, dict[str, str]] = {
+# A key whose identity policy allows everything but denies every SQS and queueserver action.
+DENIED_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "*", "Resource": "*"},
+    {"Effect": "Deny", "Action": ["sqs:*", "queueserver:*"], "Resource": "*"}]})
+METRICS_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "queueserver:GetMetrics", "Resource": "*"}]})
+KEYS: dict[str, dict[str, Any]] = {
     "AKIDALICE": {"secret_access_key": "alice-secret", "account_id": OWNER_ACCOUNT, "name": "alice"},
     "AKIDBOB": {"secret_access_key": "bob-secret", "account_id": OTHER_ACCOUNT, "name": "bob"},
     "AKIDWORKER": {"secret_access_key": "worker-secret", "account_id": OWNER_ACCOUNT, "name": "jobs-worker",
                    "policy": WORKER_POLICY},
+    "AKIDEVE": {"secret_access_key": "eve-secret", "account_id": THIRD_ACCOUNT, "name": "eve"},
+    "AKIDMALLORY": {"secret_access_key": "mallory-secret", "account_id": OWNER_ACCOUNT, "name": "mallory",
+                    "policy": DENIED_POLICY},
+    # The operators': one may move the test clock, the other read /metrics.
+    "AKIDOPS": {"secret_access_key": "ops-secret", "account_id": OPERATIONS_ACCOUNT, "name": "ops", "admin": True},
+    "AKIDSCRAPER": {"secret_access_key": "scraper-secret", "account_id": OPERATIONS_ACCOUNT, "name": "scraper",
+                    "policy": METRICS_POLICY},
 }
 
 
-def credentials_toml(keys: dict[str, dict[str, str]]) -> str:
+def credentials_toml(keys: dict[str, dict[str, Any]]) -> str:
     lines = []
     for key_id, fields in keys.items():
         lines.append(f"[keys.{key_id}]")
@@ -46,20 +61,20 @@ def credentials_toml(keys: dict[str, dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def write_credentials(path: Path, keys: dict[str, dict[str, str]] = KEYS) -> Path:
+def write_credentials(path: Path, keys: dict[str, dict[str, Any]] = KEYS) -> Path:
     path.write_text(credentials_toml(keys))
     return path
 
 
 def secret_of(key_id: str) -> str:
-    return KEYS[key_id]["secret_access_key"]
+    return str(KEYS[key_id]["secret_access_key"])
 
 
 def signed_client(protocol: str, endpoint: str, key_id: str, secret: str | None = None, *,
                   region: str = "us-east-1", token: str | None = None, verify: str | bool | None = None,
                   **config_kwargs: Any) -> Any:
     """An SQS client of `protocol` ("json" or "query") that signs with this key (and this secret)."""
-    secret = secret if secret is not None else KEYS.get(key_id, {}).get("secret_access_key", "whatever")
+    secret = secret if secret is not None else str(KEYS.get(key_id, {}).get("secret_access_key", "whatever"))
     if protocol == "query":
         return make_query_client(endpoint, region, aws_access_key_id=key_id, aws_secret_access_key=secret,
                                  aws_session_token=token, verify=verify, **config_kwargs)
@@ -95,9 +110,9 @@ def json_request(endpoint: str, action: str, params: dict[str, Any]) -> AWSReque
 
 
 class SignedClock(ClockControl):
-    """The test clock of a server with credentials on: its endpoint wants a signed request."""
+    """The test clock of a server with credentials on: its endpoint wants a signed request of an admin key."""
 
-    def __init__(self, endpoint: str, key_id: str = "AKIDALICE") -> None:
+    def __init__(self, endpoint: str, key_id: str = "AKIDOPS") -> None:
         super().__init__(endpoint)
         self._key_id = key_id
 
