@@ -28,11 +28,10 @@ class LoginThrottle:
         now = self._clock.now_ms()
         levels = [self._level(name, now) for name in names]
         short = min(levels)
-        if short < 1:
-            return (1 - short) * REFILL_SECONDS
-        for name, level in zip(names, levels):
-            self._set(name, level - 1, now)
-        return None
+        taken = 0 if short < 1 else 1
+        for name, level in zip(names, levels):  # kept as just used either way: a bucket under attack stays
+            self._set(name, level - taken, now)
+        return (1 - short) * REFILL_SECONDS if not taken else None
 
     def give_back(self, *names: str) -> None:
         now = self._clock.now_ms()
