@@ -18,11 +18,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from queueserver import errors
-from queueserver.extensions import CREATE_SUBSCRIPTION_ACTION, DELETE_SUBSCRIPTION_ACTION
-from queueserver.models import SUBSCRIPTION_SEPARATOR
 from queueserver.auth.credentials import AccessKey, CredentialStore
 from queueserver.auth.policy import AccessRequest, Policy, PolicyError, Verdict, parse_policy
 from queueserver.auth.sigv4 import Signed, SigV4Verifier
+from queueserver.extensions import CREATE_SUBSCRIPTION_ACTION, DELETE_SUBSCRIPTION_ACTION
+from queueserver.models import SUBSCRIPTION_SEPARATOR
 
 # SQS: "cross-account permissions don't apply to" these; only the queue's own account may call them.
 OWNER_ONLY_ACTIONS = frozenset({
@@ -123,8 +123,8 @@ class Caller:
         raise errors.AccessDenied(f"User: {key.arn} is not authorized to perform: {action} on resource: * {reason}")
 
     def _denial(self, action: str, resource: str, cross_account: bool, policy: Policy | None,
-                policy_text: str | None = None) -> str | None:
-        """Why the policies refuse this request, or None when they allow it."""
+                policy_text: str | None) -> str | None:
+        """Why the policies refuse this request, or None when they allow it (`policy`: `policy_text` parsed)."""
         iam_action = "sqs:" + _IAM_ACTIONS.get(action, action)
         identity = policy_verdict = None
         key, context = self.key, self.context
