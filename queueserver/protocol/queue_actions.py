@@ -29,7 +29,8 @@ def valid_queue_name(name: str, fifo: bool) -> bool:
     return (_FIFO_NAME if fifo else _STANDARD_NAME).fullmatch(name) is not None
 
 
-def resolve_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any], *, also: tuple[str, ...] = ()) -> Queue:
+def resolve_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any], *,
+                  also: tuple[str, ...] = ()) -> Queue:
     """The queue the QueueUrl names; the request then acts in that queue's region (URLs, ARNs, policies).
 
     `also`: actions the caller must be allowed on it besides this request's (with credentials on).
@@ -69,7 +70,8 @@ def governing_policy(engine: QueueEngine, queue: Queue | None, region: str, acco
     """The Policy that governs the queue named so (`queue`: that queue, None if there is none): its own, or for a
     subscription its queue's, so that what the queue's Policy says holds for the subscription too."""
     if SUBSCRIPTION_SEPARATOR in name:
-        queue = engine.find_queue_by_arn(f"arn:aws:sqs:{region}:{account}:{name.partition(SUBSCRIPTION_SEPARATOR)[0]}")
+        parent = name.partition(SUBSCRIPTION_SEPARATOR)[0]
+        queue = engine.find_queue_by_arn(f"arn:aws:sqs:{region}:{account}:{parent}")
     return queue.attributes.get("Policy") if queue is not None else None
 
 
