@@ -4,6 +4,12 @@ The SQS endpoint is a plain ASGI callable that builds the request from the ASGI 
 it is every request's path, and starlette's Request/Response/routing would cost more than
 the protocol work there (scripts/BENCHMARKS.md, "Measurements behind code choices").
 Starlette serves the rest (the test clock), where convenience matters more.
+
+With credentials on, /metrics wants a signed request of a key whose identity policy allows
+`queueserver:GetMetrics` (it names every account's queues), and moving the test clock wants a key
+marked `admin = true` (every tenant's signatures are checked against it). A second app serves the
+metrics listener (`--metrics-listen`): /metrics, /health and /ready only, unsigned, for a scraper
+that cannot sign and an address only it can reach.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from starlette.routing import Route
 from queueserver import errors
 from queueserver.auth import Authenticator
 from queueserver.browser_guard import BrowserGuard
-from queueserver.clock import ManualClock
+from queueserver.clock import MAX_ADVANCE_SECONDS, ManualClock
 from queueserver.config import ServerConfig
 from queueserver.console import CONSOLE_PREFIX, create_console
 from queueserver.logs import AccessLog
@@ -32,6 +38,7 @@ from queueserver.storage import QueueEngine
 from queueserver.tallies import LATENCY_BOUNDS, RequestTally
 
 CLOCK_PATH = "/_queueserver/clock"
+GET_METRICS = "queueserver:GetMetrics"  # the IAM action a key's identity policy must allow to read /metrics
 OPERATIONS_PATHS = frozenset({"/metrics", "/health", "/ready"})  # GET only; no queue URL has one path segment
 _SPECIAL_PATHS = OPERATIONS_PATHS | {CLOCK_PATH}
 
@@ -99,7 +106,19 @@ def _json_response(status: int, document: dict[str, Any]) -> HttpResponse:
                         json.dumps(document).encode())
 
 
+def _error_document(error: errors.SQSError) -> HttpResponse:
+    """An SQS error on the server's own endpoints (metrics, clock): its code and message as JSON."""
+    return _json_response(wire_error(error).status, {"code": wire_error(error).query_code, "message": error.message})
+
+
 def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None) -> ASGIApp:
+    """The app of the main listener."""
+    return create_apps(config, engine, authenticator)[0]
+
+
+def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None
+                ) -> tuple[ASGIApp, ASGIApp]:
+    """The main listener's app, and the metrics listener's (the same metrics, health and readiness)."""
     dispatcher = Dispatcher(engine, config.region, config.account_id, authenticator)
     guard = BrowserGuard(config.allowed_origins, config.allowed_hosts)
     guards_hosts = bool(config.allowed_hosts)
@@ -156,8 +175,13 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
         if access_log is not None:
             access_log.request(http_request.action, http_request.params, response.status, elapsed)
 
-    async def operations(path: str, headers: dict[str, str]) -> HttpResponse:
-        """/health: the process answers. /ready: the database takes writes. /metrics: Prometheus."""
+    async def operations(scope: dict[str, Any], headers: dict[str, str], verify: bool) -> HttpResponse:
+        """/health: the process answers. /ready: the database takes writes. /metrics: Prometheus.
+
+        `verify`: with credentials on, /metrics wants a key allowed queueserver:GetMetrics (not on the metrics
+        listener, whose address is its protection).
+        """
+        path = scope["path"]
         if path == "/health":
             return _json_response(200, {"status": "ok"})
         if path == "/ready":
@@ -168,26 +192,42 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
         reason = guard.refusal(headers)  # queue names are not for any web page that asks
         if reason is not None:
             return HttpResponse(403, {"content-type": "text/plain; charset=utf-8"}, reason.encode())
+        if verify and authenticator is not None:
+            try:
+                caller = dispatcher.authenticate(_http_request(scope, b"", default_host))
+                assert caller is not None
+                caller.authorize_server_action(GET_METRICS)
+            except errors.SQSError as error:
+                return _error_document(error)
         body, content_type = await metrics.exposition(headers.get("accept", ""))
         return HttpResponse(200, {"content-type": content_type}, body)
 
     async def clock(request: Request) -> Response:
-        """Move the manual clock (only with --test-clock): POST {"advance_seconds": S}."""
+        """Move the manual clock (only with --test-clock): POST {"advance_seconds": S}; GET reads it."""
         manual = engine.clock
-        try:  # with credentials on, only a signed request may move the clock
-            dispatcher.authenticate(_http_request(request.scope, await request.body(), default_host))
+        body = await request.body()
+        try:  # with credentials on, only a signed request may read the clock, and only an admin key move it
+            caller = dispatcher.authenticate(_http_request(request.scope, body, default_host))
+            if caller is not None and request.method == "POST" and not caller.key.admin:
+                raise errors.AccessDenied(f"User: {caller.key.arn} is not authorized to move the test clock: "
+                                          "only a key marked admin = true in the credentials file may")
         except errors.SQSError as error:
-            wire = wire_error(error)
-            return JSONResponse({"code": wire.query_code, "message": error.message}, wire.status)
+            refused = _error_document(error)
+            return Response(refused.body, refused.status, refused.headers)
         if not isinstance(manual, ManualClock):
             return JSONResponse({"message": "the test clock is off; start the server with --test-clock"}, 404)
         if request.method == "POST":
             try:
-                seconds = float(json.loads(await request.body() or b"{}").get("advance_seconds", 0))
-            except (ValueError, TypeError, AttributeError):
-                return JSONResponse({"message": 'expected {"advance_seconds": <number>}'}, 400)
-            if seconds < 0:
-                return JSONResponse({"message": "the clock does not go backwards"}, 400)
+                document = json.loads(body or b"{}")
+            except (ValueError, RecursionError):  # RecursionError: brackets nested past the parser's depth
+                document = None
+            seconds = document.get("advance_seconds", 0) if isinstance(document, dict) else None
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+                return JSONResponse({"message": 'expected {"advance_seconds": <a number of seconds>}'}, 400)
+            if not 0 <= seconds <= MAX_ADVANCE_SECONDS:  # NaN fails both comparisons; no float() of a huge int
+                return JSONResponse({"message": "advance_seconds must be a finite number of seconds from 0 to "
+                                                f"{MAX_ADVANCE_SECONDS} (ten years): the clock does not go backwards"},
+                                    400)
             manual.advance(round(seconds * 1000))
         return JSONResponse({"now_ms": manual.now_ms(), "timers": manual.pending()})
 
@@ -206,7 +246,7 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
                 await sqs(scope, receive, send)
                 return
             headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
-            await _send(send, await operations(scope["path"], headers))
+            await _send(send, await operations(scope, headers, verify=True))
         elif scope["type"] == "http":  # the test clock: no web page may move it, and its body is small
             headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
             try:
@@ -224,4 +264,15 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
         else:
             await extras(scope, receive, send)
 
-    return app
+    async def metrics_listener(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """The metrics listener: GET /metrics, /health and /ready, unsigned; nothing else."""
+        if scope["type"] != "http":
+            return
+        if scope["method"] != "GET" or scope.get("path") not in OPERATIONS_PATHS:
+            await _send(send, HttpResponse(404, {"content-type": "text/plain; charset=utf-8"},
+                                           b"The metrics listener serves GET /metrics, /health and /ready only."))
+            return
+        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+        await _send(send, await operations(scope, headers, verify=False))
+
+    return app, metrics_listener

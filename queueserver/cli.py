@@ -79,6 +79,11 @@ def _serve(args: argparse.Namespace) -> int:
     if (config.tls_cert is None) != (config.tls_key is None):
         print("queueserver: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
+    try:
+        config.metrics_address
+    except ConfigError as exc:
+        print(f"queueserver: {exc}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -13,6 +13,9 @@ import itertools
 import time
 from typing import Callable, Protocol
 
+# The most one call may move a manual clock: far past any retention or timeout, far short of an overflow.
+MAX_ADVANCE_SECONDS = 10 * 365 * 24 * 3600
+
 
 class Cancellable(Protocol):
     def cancel(self) -> None: ...

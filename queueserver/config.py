@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from queueserver.errors import ConfigError
 from queueserver.limits import DEFAULT_ACCOUNT, DEFAULT_REGION, IN_FLIGHT_LIMIT
 
 
@@ -88,6 +89,10 @@ class ServerConfig:
         (), "the address or network (10.0.0.0/8) of a reverse proxy whose X-Forwarded-For and X-Forwarded-Proto "
             "are believed; repeat or separate with commas. Without it they are ignored", name="trusted_proxy",
         metavar="ADDRESS")
+    # A listener for a scraper that cannot sign (README, Metrics): reached by those its address lets in.
+    metrics_listen: str | None = setting(
+        None, "HOST:PORT of a second listener that serves only /metrics, /health and /ready, unsigned even "
+              "with --credentials (port 0 picks a free one)", metavar="HOST:PORT")
     # The web console under /console (README, "Web console"): None is on when listening on loopback only.
     console: bool | None = setting(None, "the web console under /console (default: on when --host is a loopback "
                                          "address)")
@@ -96,6 +101,18 @@ class ServerConfig:
     access_log: bool = setting(False, "a line per request: action, queue, HTTP status, duration")
     # Not a setting: the [queues.*] tables of the config file.
     queues: tuple[QueueDeclaration, ...] = field(default=(), metadata={"file_only": True})
+
+    @property
+    def metrics_address(self) -> tuple[str, int] | None:
+        """The metrics listener's host and port; ConfigError when --metrics-listen is not HOST:PORT."""
+        if self.metrics_listen is None:
+            return None
+        host, separator, port = self.metrics_listen.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):  # [::1]:9325
+            host = host[1:-1]
+        if not separator or not host or not port.isdigit() or int(port) > 65535:
+            raise ConfigError(f"metrics_listen: expected HOST:PORT, got {self.metrics_listen!r}")
+        return host, int(port)
 
     @property
     def console_enabled(self) -> bool:

@@ -15,11 +15,11 @@ from typing import Any
 
 import uvicorn
 
-from queueserver.app import create_app
+from queueserver.app import ASGIApp, create_apps
 from queueserver.auth import Authenticator, CredentialStore
 from queueserver.clock import Clock, ManualClock, SystemClock
 from queueserver.config import ServerConfig
-from queueserver.errors import ConfigError
+from queueserver.errors import ConfigError, StartupError
 from queueserver.queue_setup import apply_queues
 from queueserver.http_guard import GuardedHttpProtocol, RefusalLog
 from queueserver.logs import use_format
@@ -71,6 +71,11 @@ class _OneWriteTransport:
 
 
 class _HttpProtocol(GuardedHttpProtocol):
+    def __init__(self, *args: Any, app: ASGIApp | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if app is not None:  # the metrics listener's connections: its own app, the same limits
+            self.app = app
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_OneWriteTransport(transport, self.loop))  # type: ignore[arg-type]
 
@@ -83,20 +88,40 @@ class _HttpProtocol(GuardedHttpProtocol):
 
 
 class _Server(uvicorn.Server):
-    """uvicorn, plus the READY line and long polls that end when shutdown begins."""
+    """uvicorn, plus the metrics listener, the READY line and long polls that end when shutdown begins.
 
-    def __init__(self, config: uvicorn.Config, engine: QueueEngine, host: str, scheme: str) -> None:
+    The metrics listener is one more asyncio server of the same protocol and connection state, so its
+    connections count against --max-connections and obey the same head, body and idle limits.
+    """
+
+    def __init__(self, config: uvicorn.Config, engine: QueueEngine, host: str, scheme: str,
+                 metrics: tuple[tuple[str, int], ASGIApp] | None = None) -> None:
         super().__init__(config)
         self._engine = engine
         self._host = host
         self._loop: asyncio.AbstractEventLoop | None = None
         self._scheme = scheme
+        self._metrics = metrics
 
     async def startup(self, sockets: Any = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().startup(sockets)
         if self.should_exit:
             return
+        if self._metrics is not None:
+            (host, port), app = self._metrics
+            protocol: Any = self.config.http_protocol_class  # serve()'s partial of _HttpProtocol
+            create = functools.partial(protocol, config=self.config,
+                                       server_state=self.server_state, app_state=self.lifespan.state, app=app)
+            try:
+                listener = await self._loop.create_server(create, host=host, port=port, ssl=self.config.ssl,
+                                                          backlog=self.config.backlog)
+            except OSError as exc:
+                raise StartupError(f"--metrics-listen {host}:{port}: {exc.strerror or exc}") from None
+            self.servers.append(listener)
+            bound = listener.sockets[0].getsockname()
+            log.info("metrics listener on %s://%s:%d (/metrics, /health and /ready, unsigned)", self._scheme,
+                     host if ":" not in host else f"[{host}]", bound[1])
         port = self.servers[0].sockets[0].getsockname()[1]
         sys.stdout.write(f"READY {self._scheme}://{self._host}:{port}\n")
         sys.stdout.flush()
@@ -187,7 +212,8 @@ async def serve(config: ServerConfig) -> None:
     watcher = asyncio.create_task(_watch_credentials(store)) if store is not None else None
     try:
         await apply_queues(engine, config.queues, config.region)
-        app = create_app(config, engine, Authenticator(store) if store is not None else None)
+        app, metrics_app = create_apps(config, engine, Authenticator(store) if store is not None else None)
+        metrics_address = config.metrics_address
         # Start-up objects live for the whole run: keep the collector from scanning them again
         # and again (it took 3-4 % of the CPU under load).
         gc.freeze()
@@ -203,7 +229,8 @@ async def serve(config: ServerConfig) -> None:
             # JSON lines: uvicorn's loggers then use the root's handlers, not a text format of their own.
             log_config=None if config.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         )
-        await _Server(uvicorn_config, engine, config.host, "https" if config.tls_cert else "http").serve()
+        await _Server(uvicorn_config, engine, config.host, "https" if config.tls_cert else "http",
+                      (metrics_address, metrics_app) if metrics_address is not None else None).serve()
     finally:
         if watcher is not None:
             watcher.cancel()

@@ -5,24 +5,33 @@ decides one action on one queue as IAM and SQS decide it: an explicit Deny in th
 policy or the queue's policy wins; on its own account's queue a key may act unless its identity
 policy leaves the action out (and no queue policy statement names this very key); on another
 account's queue only where the queue's policy allows it (and the key's identity policy, if any,
-too). Some actions are never granted across accounts, whatever a policy says.
+too). Some actions are never granted across accounts, whatever a policy says; a few only by a
+statement that names them. A subscription (`queue~name`) is judged under its queue's Policy and
+by both ARNs: what a policy says of the queue it says of the subscription.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 from queueserver import errors
 from queueserver.auth.credentials import AccessKey, CredentialStore
 from queueserver.auth.policy import AccessRequest, Policy, PolicyError, Verdict, parse_policy
 from queueserver.auth.sigv4 import Signed, SigV4Verifier
+from queueserver.extensions import CREATE_SUBSCRIPTION_ACTION, DELETE_SUBSCRIPTION_ACTION
+from queueserver.models import SUBSCRIPTION_SEPARATOR
 
 # SQS: "cross-account permissions don't apply to" these; only the queue's own account may call them.
 OWNER_ONLY_ACTIONS = frozenset({
     "AddPermission", "CancelMessageMoveTask", "CreateQueue", "DeleteQueue", "ListMessageMoveTasks", "ListQueues",
     "ListQueueTags", "RemovePermission", "SetQueueAttributes", "StartMessageMoveTask", "TagQueue", "UntagQueue",
 })
+# Another account runs these only where the queue's Policy names the action itself (`sqs:*` and other
+# wildcards do not grant them): a subscription takes a copy of every message for good, the owner's call.
+EXPLICIT_GRANT_ACTIONS = frozenset({CREATE_SUBSCRIPTION_ACTION, DELETE_SUBSCRIPTION_ACTION})
 # A batch is authorized as its single action (IAM has no sqs:SendMessageBatch).
 _IAM_ACTIONS = {
     "SendMessageBatch": "SendMessage", "DeleteMessageBatch": "DeleteMessage",
@@ -81,7 +90,7 @@ class Caller:
             return  # the common case: a key of the queue's account, nothing to limit it
         policy = self._queue_policy(queue_policy) if queue_policy else None
         if (key.policy is not None and key.policy.conditional) or (policy is not None and policy.conditional):
-            denial = self._denial(action, resource, cross_account, policy)  # depends on this request's context
+            denial = self._denial(action, resource, cross_account, policy, queue_policy)  # depends on the request
         else:
             # Without conditions the answer depends only on these; a changed policy text or a reloaded key
             # (a new AccessKey object: the entry holds the old one, so its id is not reused) misses.
@@ -90,23 +99,47 @@ class Caller:
             if decided is not None and decided[0] is key:
                 denial = decided[1]
             else:
-                denial = self._denial(action, resource, cross_account, policy)
+                denial = self._denial(action, resource, cross_account, policy, queue_policy)
                 if len(self._decisions) >= _DECISIONS_KEPT:
                     self._decisions.clear()
                 self._decisions[decision_key] = (key, denial)
         if denial is not None:
             raise errors.AccessDenied(denial)
 
-    def _denial(self, action: str, resource: str, cross_account: bool, policy: Policy | None) -> str | None:
-        """Why the policies refuse this request, or None when they allow it."""
+    def authorize_server_action(self, action: str) -> None:
+        """AccessDenied unless the key's identity policy allows `action` (`queueserver:GetMetrics`) on "*".
+
+        Such an action shows every account's queues, so no key has it by default and no queue policy grants it.
+        """
+        key = self.key
+        verdict = key.policy.verdict(AccessRequest(action, "*", key.arn, key.account, self.context)) \
+            if key.policy is not None else None
+        if verdict is Verdict.DENY:
+            reason = "with an explicit deny in an identity-based policy"
+        elif verdict is None:
+            reason = f"because no identity-based policy allows the {action} action"
+        else:
+            return
+        raise errors.AccessDenied(f"User: {key.arn} is not authorized to perform: {action} on resource: * {reason}")
+
+    def _denial(self, action: str, resource: str, cross_account: bool, policy: Policy | None,
+                policy_text: str | None) -> str | None:
+        """Why the policies refuse this request, or None when they allow it (`policy`: `policy_text` parsed)."""
         iam_action = "sqs:" + _IAM_ACTIONS.get(action, action)
         identity = policy_verdict = None
-        request = AccessRequest(iam_action, resource, self.key.arn, self.key.account, self.context)
+        key, context = self.key, self.context
+        requests = [AccessRequest(iam_action, resource, key.arn, key.account, context)]
+        if SUBSCRIPTION_SEPARATOR in resource:  # a subscription: what is said of its queue is said of it
+            queue_arn = resource.partition(SUBSCRIPTION_SEPARATOR)[0]
+            requests.append(AccessRequest(iam_action, queue_arn, key.arn, key.account, context))
         if not (cross_account and action in OWNER_ONLY_ACTIONS):
-            if self.key.policy is not None:
-                identity = self.key.policy.verdict(request)
+            if key.policy is not None:
+                identity = _verdict(key.policy, requests)
             if policy is not None:
-                policy_verdict = policy.verdict(request)
+                policy_verdict = _verdict(policy, requests)
+            if cross_account and action in EXPLICIT_GRANT_ACTIONS and policy_verdict is not Verdict.DENY:
+                named = self._naming_policy(policy_text, iam_action) if policy_text else None
+                policy_verdict = _verdict(named, requests) if named is not None else None
         if identity is Verdict.DENY or policy_verdict is Verdict.DENY:
             reason = f"with an explicit deny in {'an identity' if identity is Verdict.DENY else 'a resource'}-based policy"
         elif cross_account:
@@ -131,6 +164,46 @@ class Caller:
                 self._policies.clear()
             self._policies[text] = policy
         return policy
+
+
+    def _naming_policy(self, text: str, iam_action: str) -> Policy:
+        """The Allow statements of a queue Policy whose Action names `iam_action` itself (no wildcard)."""
+        cache_key = f"{iam_action}\n{text}"
+        policy = self._policies.get(cache_key)
+        if policy is None:
+            try:
+                document = json.loads(text)
+                statements = document.get("Statement") if isinstance(document, dict) else None
+                if isinstance(statements, dict):
+                    statements = [statements]
+                kept = [s for s in statements or () if isinstance(s, dict) and s.get("Effect") == "Allow"
+                        and _names(s.get("Action"), iam_action)]
+                policy = parse_policy(json.dumps({"Statement": kept}), resource_policy=True)
+            except (PolicyError, ValueError, TypeError):
+                policy = _NO_POLICY
+            if len(self._policies) >= _POLICIES_KEPT:
+                self._policies.clear()
+            self._policies[cache_key] = policy
+        return policy
+
+
+def _names(actions: Any, iam_action: str) -> bool:
+    """Whether a statement's Action (a string or a list) names this action without a wildcard."""
+    wanted = iam_action.lower()
+    listed = [actions] if isinstance(actions, str) else actions if isinstance(actions, list) else []
+    return any(isinstance(a, str) and a.lower() == wanted for a in listed)
+
+
+def _verdict(policy: Policy, requests: list[AccessRequest]) -> Verdict | None:
+    """The policy's verdict over several resources of one request: a Deny of any wins, else the strongest Allow."""
+    best = None
+    for request in requests:
+        verdict = policy.verdict(request)
+        if verdict is Verdict.DENY:
+            return verdict
+        if verdict is not None and (best is None or verdict.value > best.value):
+            best = verdict
+    return best
 
 
 class Authenticator:

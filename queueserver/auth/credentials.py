@@ -1,8 +1,9 @@
 """The credentials file: which access keys exist, their secrets, accounts and identity policies.
 
 One TOML table per key (`[keys.AKID]` with `secret_access_key`, `account_id`, and optional
-`name` and `policy`). The file is read whole and swapped in whole, so a reload that finds a
-broken file keeps the keys that were working and says why in the log.
+`name`, `policy` and `admin`: an admin key may also move the test clock). The file is read
+whole and swapped in whole, so a reload that finds a broken file keeps the keys that were
+working and says why in the log.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class AccessKey:
     account: str
     arn: str  # the caller's principal: the named user, or the account's root
     policy: Policy | None  # an identity policy limits the key; without one it may do all its account may
+    admin: bool = False  # may move the test clock, which every tenant's signatures are checked against
 
 
 def parse_credentials(text: str) -> dict[str, AccessKey]:
@@ -45,7 +47,7 @@ def parse_credentials(text: str) -> dict[str, AccessKey]:
     for key_id, table in tables.items():
         if not _KEY_ID.fullmatch(key_id) or not isinstance(table, dict):
             raise CredentialsError(f"[keys.{key_id}]: an access key id is 1-128 letters and digits")
-        unknown = set(table) - {"secret_access_key", "account_id", "name", "policy"}
+        unknown = set(table) - {"secret_access_key", "account_id", "name", "policy", "admin"}
         if unknown:
             raise CredentialsError(f"[keys.{key_id}]: unknown field(s) {', '.join(sorted(unknown))}")
         secret, account = table.get("secret_access_key"), table.get("account_id")
@@ -64,8 +66,11 @@ def parse_credentials(text: str) -> dict[str, AccessKey]:
                 policy = parse_policy(table["policy"], resource_policy=False)
             except PolicyError as exc:
                 raise CredentialsError(f"[keys.{key_id}]: policy: {exc}") from None
+        admin = table.get("admin", False)
+        if not isinstance(admin, bool):
+            raise CredentialsError(f"[keys.{key_id}]: admin must be true or false")
         arn = f"arn:aws:iam::{account}:user/{name}" if name else f"arn:aws:iam::{account}:root"
-        keys[key_id] = AccessKey(key_id, secret, account, arn, policy)
+        keys[key_id] = AccessKey(key_id, secret, account, arn, policy, admin)
     return keys
 
 

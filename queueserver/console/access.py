@@ -3,7 +3,10 @@
 `Access.viewer(request)` is the one place deciding who views. Without credentials every viewer is
 `Viewer.anyone()` and may do everything. With credentials, `viewer` reads the session cookie set by
 the login form (sessions.py) and answers None when there is none; a logged-in viewer's `may` is the
-SQS endpoint's own policy evaluation (`Caller.authorize`), and its actions run as that caller.
+SQS endpoint's own policy evaluation (`Caller.authorize`, with the Policy that governs the queue),
+and its actions run as that caller. `visible_queue` is the one answer to "may this viewer see that
+queue": a queue it may not see and a queue that does not exist are the same None, reached by the
+same work, so no page tells them apart.
 
 Cross-site request forgery: a state change must be a POST whose form carries the CSRF token set in a
 cookie (double submit; a foreign page can read neither) and, when the browser says where it comes
@@ -24,7 +27,8 @@ from queueserver import errors
 from queueserver.auth import Authenticator, Caller
 from queueserver.browser_guard import BrowserGuard
 from queueserver.console.sessions import SESSION_COOKIE, Sessions
-from queueserver.models import Queue
+from queueserver.models import Queue, parse_arn
+from queueserver.protocol.queue_actions import governing_policy
 from queueserver.storage import QueueEngine
 
 CSRF_COOKIE = "qs_console_csrf"
@@ -57,7 +61,7 @@ class Access:
         self._account = account
         self._region = region
         self._authenticator = authenticator
-        self.sessions = Sessions(authenticator.store) if authenticator is not None else None
+        self.sessions = Sessions(authenticator.store, engine.clock) if authenticator is not None else None
 
     def viewer(self, request: Request) -> Viewer | None:
         """Who is viewing: anyone without credentials; with them the session's key, or None (log in first)."""
@@ -71,19 +75,23 @@ class Access:
                                                 request.url.scheme == "https")
 
         def allows(action: str, arn: str) -> bool:
-            queue = self._queue(arn)
+            named = parse_arn(arn)  # None for "*": an action on no queue
+            owner = named[1] if named is not None else None  # a missing queue is its account's, as on the API
+            policy = governing_policy(self._engine, self._engine.find_queue_by_arn(arn), *named) if named else None
             try:
-                caller.authorize(action, arn, queue.account if queue else None,
-                                 queue.attributes.get("Policy") if queue else None)
+                caller.authorize(action, arn, owner, policy)
             except errors.AccessDenied:
                 return False
             return True
 
         return Viewer(key.arn, allows, key.account, caller)
 
-    def _queue(self, arn: str) -> Queue | None:
-        """The queue an ARN names (None for "*" or a queue that does not exist: its owner's rules apply)."""
-        return self._engine.find_queue_by_arn(arn)
+    def visible_queue(self, viewer: Viewer, region: str, account: str, name: str) -> Queue | None:
+        """The queue (or subscription) if it exists and the viewer may see it (GetQueueAttributes), else None."""
+        arn = f"arn:aws:sqs:{region}:{account}:{name}"
+        queue = self._engine.find_queue_by_arn(arn)
+        allowed = viewer.may("GetQueueAttributes", arn)  # asked of a missing queue too: the same work
+        return queue if allowed else None
 
     def refusal(self, request: Request) -> str | None:
         """Why the request must not be served, or None."""

@@ -19,7 +19,7 @@ from queueserver.extensions import CREATE_SUBSCRIPTION_ACTION, DELETE_SUBSCRIPTI
 from queueserver.models import SUBSCRIPTION_SEPARATOR
 
 # console action -> (SQS action on a queue, SQS action on a subscription); None: not on that kind
-_SQS_ACTIONS: dict[str, tuple[str | None, str | None]] = {
+FORM_ACTIONS: dict[str, tuple[str | None, str | None]] = {
     "send": ("SendMessage", None),  # a subscription receives what is sent to its queue
     "purge": ("PurgeQueue", "PurgeQueue"),  # on a subscription: that subscription only
     "delete": ("DeleteQueue", DELETE_SUBSCRIPTION_ACTION),
@@ -64,7 +64,7 @@ class Done:
 
 def sqs_action(action: str, target: Target) -> str:
     """The SQS action a console form runs on this target (ConsoleRefused when there is none)."""
-    pair = _SQS_ACTIONS.get(action)
+    pair = FORM_ACTIONS.get(action)
     chosen = None if pair is None else pair[1] if target.parent is not None else pair[0]
     if chosen is None:
         raise errors.ConsoleRefused(404, "No such console action here.")

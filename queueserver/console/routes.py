@@ -26,6 +26,7 @@ from queueserver.errors import ConsoleError
 from queueserver.extensions import BROWSE_ACTION, LIST_SUBSCRIPTIONS_ACTION
 from queueserver.console.sessions import SESSION_COOKIE, SESSION_SECONDS
 from queueserver.models import Queue
+from queueserver.protocol.extension_actions import BODY_READING
 from queueserver.storage import QueueEngine
 
 CONSOLE_PREFIX = "/console"
@@ -86,9 +87,11 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         fields = await fields_of(request)
         if fields is None or access.sessions is None:
             return PlainTextResponse("The form's security token is missing or stale: reload the page.", 403)
-        session = await access.sessions.login(fields.get("access_key_id", ""), fields.get("secret_access_key", ""))
+        session, refusal = await access.sessions.login(fields.get("access_key_id", ""),
+                                                       fields.get("secret_access_key", ""),
+                                                       request.client.host if request.client else "")
         if session is None:
-            return back(LOGIN_PATH, error="The access key ID or the secret access key is wrong.")
+            return back(LOGIN_PATH, error=refusal)
         response = back(CONSOLE_PREFIX + "/")
         response.set_cookie(SESSION_COOKIE, session, max_age=SESSION_SECONDS, path=CONSOLE_PREFIX, httponly=True,
                             samesite="strict", secure=request.url.scheme == "https")
@@ -127,18 +130,20 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         path = _queue_path(request.path_params["region"], viewer.account, request.path_params["name"])
         return RedirectResponse(path + (f"?{request.url.query}" if request.url.query else ""), status_code=303)
 
+    def missing(request: Request, region: str, account: str, name: str) -> Response:
+        """The answer for a queue that does not exist, and for one the viewer may not see: the same."""
+        response = page(request, "missing.html", region=region, account=account, name=name)
+        response.status_code = 404
+        return response
+
     async def queue_page(request: Request) -> Response:
         """A queue's page, or a subscription's: any account's, for a viewer the API lets read its attributes."""
         region, account, name = (request.path_params[k] for k in ("region", "account", "name"))
         viewer = access.viewer(request)
         assert viewer is not None
-        # As the API: a viewer who may not read the queue is refused whether or not it exists.
-        if not viewer.may("GetQueueAttributes", f"arn:aws:sqs:{region}:{account}:{name}"):
-            return PlainTextResponse("You may not see this queue.", 403)
-        try:
-            queue = engine.get_queue(region, account, name)
-        except errors.QueueDoesNotExist:
-            return page(request, "missing.html", region=region, account=account, name=name)
+        queue = access.visible_queue(viewer, region, account, name)
+        if queue is None:
+            return missing(request, region, account, name)
         try:
             shown = await queue_sections(request, viewer, queue)
         except ConsoleError as error:  # e.g. the queue was deleted in between
@@ -155,7 +160,7 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
                                                         f"{request.url.scheme}://{request.headers.get('host', '')}"),
                                  "next_token": None, "tasks": [], "source_names": [], "subscriptions": None,
                                  "tags": queue.tags if viewer.may("ListQueueTags", arn) else None}
-        if viewer.may(BROWSE_ACTION, arn):
+        if all(viewer.may(action, arn) for action in (BROWSE_ACTION, *BODY_READING)):
             browse: dict[str, Any] = {"QueueUrl": url, "MaxNumberOfMessages": BROWSE_PAGE}
             if after:
                 browse["NextToken"] = after
@@ -190,6 +195,8 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         viewer = access.viewer(request)
         assert viewer is not None
         target = actions.Target(*(request.path_params[k] for k in ("region", "account", "name")))
+        if access.visible_queue(viewer, target.region, target.account, target.name) is None:
+            return missing(request, target.region, target.account, target.name)
         here = _queue_path(target.region, target.account, target.name)
         try:
             done = await actions.run(calls, viewer, request.path_params["action"], target, fields)

@@ -4,6 +4,9 @@
 them: no receipt handle is issued, no receive count moves, nothing becomes invisible.
 So a dead-letter queue can be read for analysis as often as needed. Over JSON it is
 `X-Amz-Target: AmazonSQS.QueueserverBrowseMessages`; over Query, `Action=QueueserverBrowseMessages`.
+
+Every way to a message's body is one rule: browsing, and a subscription that copies the messages a
+queue holds (`StartFrom=all`), also need `sqs:ReceiveMessage` on the queue, so a Deny of it holds.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from queueserver.protocol.queue_actions import resolve_queue, valid_queue_name
 from queueserver.storage import QueueEngine
 
 DEFAULT_BROWSE = 100
+# What reading bodies without receiving them needs, besides the action itself.
+BODY_READING = ("ReceiveMessage",)
 
 
 async def browse_messages(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = resolve_queue(engine, ctx, p)
+    queue = resolve_queue(engine, ctx, p, also=BODY_READING)
     limit = params.integer(p, "MaxNumberOfMessages", DEFAULT_BROWSE, 1, MAX_BROWSE,
                            f"Must be between 1 and {MAX_BROWSE}, if provided.")
     token = params.string(p, "NextToken")
@@ -55,19 +60,22 @@ _START_FROM = ("new", "all")
 
 
 async def create_subscription(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    """A named receiver of every message sent to the queue from now on (StartFrom=all: also those it holds)."""
-    queue = _subscribable_queue(engine, ctx, p)
+    """A named receiver of every message sent to the queue from now on (StartFrom=all: also those it holds).
+
+    It lives in the queue's account, whoever asks (another account needs a Policy naming the action).
+    """
+    start_from = params.string(p, "StartFrom") or "new"
+    queue = _subscribable_queue(engine, ctx, p, also=BODY_READING if start_from == "all" else ())
     name = params.string(p, "SubscriptionName", required_=True)
     assert name is not None
     if not valid_queue_name(name, queue.fifo):
         raise errors.InvalidParameterValue(
             "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
             + (", and must end with .fifo on a FIFO queue." if queue.fifo else "."))
-    start_from = params.string(p, "StartFrom") or "new"
     if start_from not in _START_FROM:
         raise errors.invalid_value("StartFrom", start_from, "Must be new or all, if provided.")
     subscription = await engine.create_subscription(queue, name, start_from_all=start_from == "all")
-    return {"SubscriptionUrl": ctx.queue_url(subscription.name)}
+    return {"SubscriptionUrl": ctx.queue_url(subscription.name, subscription.account)}
 
 
 async def delete_subscription(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
@@ -81,12 +89,14 @@ async def delete_subscription(engine: QueueEngine, ctx: RequestContext, p: dict[
 async def list_subscriptions(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
     queue = _subscribable_queue(engine, ctx, p)
     prefix = len(queue.name) + len(SUBSCRIPTION_SEPARATOR)
-    return {"Subscriptions": [{"SubscriptionName": s.name[prefix:], "SubscriptionUrl": ctx.queue_url(s.name)}
+    return {"Subscriptions": [{"SubscriptionName": s.name[prefix:],
+                               "SubscriptionUrl": ctx.queue_url(s.name, s.account)}
                               for s in engine.list_subscriptions(queue)]}
 
 
-def _subscribable_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> Queue:
-    queue = resolve_queue(engine, ctx, p)
+def _subscribable_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any],
+                        also: tuple[str, ...] = ()) -> Queue:
+    queue = resolve_queue(engine, ctx, p, also=also)
     if queue.subscribed_to is not None:
         raise errors.invalid_value("QueueUrl", p["QueueUrl"], "A subscription has no subscriptions of its own.")
     return queue

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from queueserver import errors, limits
-from queueserver.models import Queue
+from queueserver.models import SUBSCRIPTION_SEPARATOR, Queue
 from queueserver.protocol import params, queue_attributes, redrive_policy
 from queueserver.protocol.messages import first_invalid_character
 from queueserver.protocol.params import RequestContext
@@ -19,6 +19,7 @@ _STANDARD_NAME = re.compile(rf"[A-Za-z0-9_-]{{1,{limits.MAX_QUEUE_NAME_LENGTH}}}
 _FIFO_NAME = re.compile(rf"[A-Za-z0-9_-]{{1,{limits.MAX_QUEUE_NAME_LENGTH - len('.fifo')}}}\.fifo")
 _REGION_NAME = re.compile(limits.REGION_NAME)  # fullmatch
 _ACCOUNT_ID = re.compile(r"[0-9]{12}")
+_SUBSCRIPTION_POLICY = "A subscription has no Policy of its own: its queue's Policy covers it."
 _PERMISSION_ACTIONS = {
     "*", "ChangeMessageVisibility", "DeleteMessage", "GetQueueAttributes", "GetQueueUrl",
     "ListDeadLetterSourceQueues", "PurgeQueue", "ReceiveMessage", "SendMessage",
@@ -29,8 +30,12 @@ def valid_queue_name(name: str, fifo: bool) -> bool:
     return (_FIFO_NAME if fifo else _STANDARD_NAME).fullmatch(name) is not None
 
 
-def resolve_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> Queue:
-    """The queue the QueueUrl names; the request then acts in that queue's region (URLs, ARNs, policies)."""
+def resolve_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any], *,
+                  also: tuple[str, ...] = ()) -> Queue:
+    """The queue the QueueUrl names; the request then acts in that queue's region (URLs, ARNs, policies).
+
+    `also`: actions the caller must be allowed on it besides this request's (with credentials on).
+    """
     url = params.string(p, "QueueUrl", required_=True)
     assert url is not None
     region, owner, name = params.queue_location(url, ctx)
@@ -39,19 +44,36 @@ def resolve_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -
         if owner != ctx.account:  # one account when credentials are off: another's URL names no queue
             raise errors.QueueDoesNotExist()
         return engine.get_queue(region, owner, name)
-    return authorized_queue(engine, ctx, owner, name)
+    return authorized_queue(engine, ctx, owner, name, also)
 
 
-def authorized_queue(engine: QueueEngine, ctx: RequestContext, owner: str, name: str) -> Queue:
-    """The queue, once the caller is allowed this request's action on it."""
+def authorized_queue(engine: QueueEngine, ctx: RequestContext, owner: str, name: str,
+                     also: tuple[str, ...] = ()) -> Queue:
+    """The queue, once the caller is allowed this request's action (and `also`'s) on it.
+
+    A missing queue is judged as an existing one would be, so a denied caller learns nothing.
+    """
     try:
-        queue = engine.get_queue(ctx.region, owner, name)
+        queue: Queue | None = engine.get_queue(ctx.region, owner, name)
     except errors.QueueDoesNotExist:
-        # A missing queue is denied as an existing one would be, so a denied caller learns nothing.
-        ctx.authorize(f"arn:aws:sqs:{ctx.region}:{owner}:{name}", owner, None)
-        raise
-    ctx.authorize(queue.arn, queue.account, queue.attributes.get("Policy"))
+        queue = None
+    arn = f"arn:aws:sqs:{ctx.region}:{owner}:{name}"
+    policy = governing_policy(engine, queue, ctx.region, owner, name)
+    ctx.authorize(arn, owner, policy)
+    for action in also:
+        ctx.authorize(arn, owner, policy, action)
+    if queue is None:
+        raise errors.QueueDoesNotExist()
     return queue
+
+
+def governing_policy(engine: QueueEngine, queue: Queue | None, region: str, account: str, name: str) -> str | None:
+    """The Policy that governs the queue named so (`queue`: that queue, None if there is none): its own, or for a
+    subscription its queue's, so that what the queue's Policy says holds for the subscription too."""
+    if SUBSCRIPTION_SEPARATOR in name:
+        parent = name.partition(SUBSCRIPTION_SEPARATOR)[0]
+        queue = engine.find_queue_by_arn(f"arn:aws:sqs:{region}:{account}:{parent}")
+    return queue.attributes.get("Policy") if queue is not None else None
 
 
 async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
@@ -176,6 +198,8 @@ async def set_queue_attributes(engine: QueueEngine, ctx: RequestContext, p: dict
     requested = params.string_map(p, "Attributes")
     if not requested:
         raise errors.MissingParameter("The request must contain the parameter Attributes.")
+    if "Policy" in requested and queue.subscribed_to is not None:
+        raise errors.InvalidAttributeValue(_SUBSCRIPTION_POLICY)
     changes = _check_attributes(engine, ctx, queue.name, queue.fifo, requested, creating=False)
     await engine.update_queue(queue, lambda attributes, tags: (queue_attributes.apply(attributes, changes), tags))
     return {}
@@ -233,8 +257,16 @@ async def list_queue_tags(engine: QueueEngine, ctx: RequestContext, p: dict[str,
     return {"Tags": dict(tags)} if tags else {}  # AWS leaves the member out when there are none
 
 
-async def add_permission(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+def _policy_holder(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> Queue:
+    """The queue of AddPermission or RemovePermission: a subscription has no Policy of its own."""
     queue = resolve_queue(engine, ctx, p)
+    if queue.subscribed_to is not None:
+        raise errors.invalid_value("QueueUrl", p["QueueUrl"], _SUBSCRIPTION_POLICY)
+    return queue
+
+
+async def add_permission(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
+    queue = _policy_holder(engine, ctx, p)
     label = params.string(p, "Label", required_=True)
     accounts = params.string_list(p, "AWSAccountIds")
     actions = params.string_list(p, "Actions")
@@ -277,7 +309,7 @@ async def add_permission(engine: QueueEngine, ctx: RequestContext, p: dict[str, 
 
 
 async def remove_permission(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = resolve_queue(engine, ctx, p)
+    queue = _policy_holder(engine, ctx, p)
     label = params.string(p, "Label", required_=True)
 
     def change(attributes: dict[str, str], tags: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:

@@ -8,10 +8,10 @@ import json
 from typing import Any
 
 from queueserver import errors, limits
-from queueserver.models import Queue
+from queueserver.models import Queue, parse_arn
 from queueserver.protocol import params
 from queueserver.protocol.params import RequestContext
-from queueserver.protocol.queue_actions import paginate, resolve_queue
+from queueserver.protocol.queue_actions import governing_policy, paginate, resolve_queue
 from queueserver.storage import QueueEngine
 
 MAX_MOVE_RATE = 500
@@ -38,7 +38,7 @@ def _queue_by_arn(engine: QueueEngine, ctx: RequestContext, arn: str, parameter:
     if queue is None or queue.account != ctx.account or queue.region != ctx.region:
         ctx.authorize(arn, arn.split(":")[4] if arn.count(":") >= 5 else None, None, action)
         raise errors.ResourceNotFound(f"The resource that you specified for the {parameter} parameter doesn't exist.")
-    ctx.authorize(queue.arn, queue.account, queue.attributes.get("Policy"), action)
+    ctx.authorize(queue.arn, queue.account, governing_policy(engine, queue, *queue.key), action)
     return queue
 
 
@@ -51,14 +51,35 @@ async def start_message_move_task(engine: QueueEngine, ctx: RequestContext, p: d
     source = _queue_by_arn(engine, ctx, source_arn, "SourceArn")
     if not _sources_of(engine, ctx, source):
         raise errors.InvalidParameterValue("Source queue must be configured as a Dead Letter Queue.")
+    authorize_origins = None
     if destination_arn:
         destination = _queue_by_arn(engine, ctx, destination_arn, "DestinationArn", "SendMessage")
         if destination.fifo != source.fifo:
             raise errors.InvalidParameterValue("The source and destination queues must be of the same type.")
         if destination.id == source.id:
             raise errors.InvalidParameterValue("The source and destination queues must be different.")
-    handle = await engine.start_move_task(source, destination_arn=destination_arn or None, rate=rate)
+    elif ctx.caller is not None:
+        # Each message goes back where it came from: the caller must be allowed to send to every such queue,
+        # those (and the subscriptions) that may dead-letter here later and those the messages came from.
+        for queue in engine.all_queues():
+            if queue.redrive_policy is not None and queue.redrive_policy[0] == source.arn:
+                _may_send_back(engine, ctx, queue.arn)
+
+        def authorize_origins(origins: list[str]) -> None:
+            for origin in origins:
+                _may_send_back(engine, ctx, origin)
+
+    handle = await engine.start_move_task(source, destination_arn=destination_arn or None, rate=rate,
+                                          authorize_origins=authorize_origins)
     return {"TaskHandle": handle}
+
+
+def _may_send_back(engine: QueueEngine, ctx: RequestContext, arn: str) -> None:
+    """AccessDenied unless the caller may send to the queue a dead-lettered message came from."""
+    named = parse_arn(arn)
+    if named is None:  # the task fails on such a message: there is nowhere to send it
+        return
+    ctx.authorize(arn, named[1], governing_policy(engine, engine.find_queue_by_arn(arn), *named), "SendMessage")
 
 
 async def list_message_move_tasks(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:

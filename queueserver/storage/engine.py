@@ -227,9 +227,13 @@ class QueueEngine:
 
     # -- move tasks (dead-letter redrive) -------------------------------------
 
-    async def start_move_task(self, source: Queue, *, destination_arn: str | None, rate: int | None) -> str:
-        """Start moving the dead-letter queue's messages back (or to `destination_arn`); returns the task handle."""
-        return await self._move_tasks.start(source, destination_arn, rate)
+    async def start_move_task(self, source: Queue, *, destination_arn: str | None, rate: int | None,
+                              authorize_origins: Callable[[list[str]], None] | None = None) -> str:
+        """Start moving the dead-letter queue's messages back (or to `destination_arn`); returns the task handle.
+
+        `authorize_origins(arns)` sees where the messages would go back to, and may refuse by raising.
+        """
+        return await self._move_tasks.start(source, destination_arn, rate, authorize_origins)
 
     async def list_move_tasks(self, source_arn: str, *, max_results: int) -> list[MoveTask]:
         return await self._move_tasks.list(source_arn, max_results)

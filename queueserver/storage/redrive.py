@@ -53,7 +53,10 @@ class Redriver:
             runner.cancel()
         await asyncio.gather(*self._runners.values(), return_exceptions=True)
 
-    async def start(self, source: Queue, destination_arn: str | None, rate: int | None) -> str:
+    async def start(self, source: Queue, destination_arn: str | None, rate: int | None,
+                    authorize_origins: Callable[[list[str]], None] | None = None) -> str:
+        """Start a task; `authorize_origins` is shown the queues its messages came from (the destinations of
+        a task without one) in the transaction that starts it, and refuses the start by raising."""
         now = self._clock.now_ms()
         handle = base64.b64encode(json.dumps(
             {"taskId": str(uuid.uuid4()), "sourceArn": source.arn}).encode()).decode()
@@ -66,6 +69,11 @@ class Redriver:
                 raise errors.InvalidParameterValue(
                     "There is already a task running. Only one active task is allowed for a source queue "
                     "arn at a given time.")
+            if authorize_origins is not None:
+                authorize_origins([row[0] for row in conn.execute(
+                    "SELECT DISTINCT b.dead_letter_source_arn FROM messages m"
+                    " JOIN message_bodies b ON b.id = coalesce(m.body_id, m.id)"
+                    " WHERE m.queue_id = ? AND b.dead_letter_source_arn IS NOT NULL", (source.id,))])
             last_row_id, to_move = conn.execute(
                 "SELECT coalesce(max(id), 0), count(*) FROM messages WHERE queue_id = ?", (source.id,)).fetchone()
             return int(conn.execute(

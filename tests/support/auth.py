@@ -1,7 +1,8 @@
 """Helpers of the authentication tests: a credentials file, clients signing with its keys, raw signed HTTP.
 
 Every signature here is botocore's own (SigV4Auth for the header form, SigV4QueryAuth for
-presigned URLs), so the server is checked against the signer every SDK uses.
+presigned URLs), so the server is checked against the signer every SDK uses. `signed_call` sends any
+action (SQS's or an extension) in JSON-shaped members by one of the signed ways in (`WAYS`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import boto3
 from botocore.auth import SigV4Auth, SigV4QueryAuth
@@ -26,6 +28,8 @@ from support.server import ClockControl
 
 OWNER_ACCOUNT = "111111111111"
 OTHER_ACCOUNT = "222222222222"
+THIRD_ACCOUNT = "333333333333"
+OPERATIONS_ACCOUNT = "999999999999"
 JOBS_QUEUE = "jobs"
 # A worker's key: receive, delete and change visibility on the one queue "jobs" of its account.
 WORKER_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [{
@@ -33,15 +37,35 @@ WORKER_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [{
     "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueue*"],
     "Resource": f"arn:aws:sqs:*:{OWNER_ACCOUNT}:{JOBS_QUEUE}",
 }]})
-KEYS: dict[str, dict[str, str]] = {
+# A key whose identity policy allows everything but denies every SQS and queueserver action.
+DENIED_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "*", "Resource": "*"},
+    {"Effect": "Deny", "Action": ["sqs:*", "queueserver:*"], "Resource": "*"}]})
+# A redrive key: move tasks on dead-letter queues named `*-dlq`, and sending only to queues named `*-back`.
+REDRIVER_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": ["sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks"],
+     "Resource": f"arn:aws:sqs:*:{OWNER_ACCOUNT}:*-dlq"},
+    {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": f"arn:aws:sqs:*:{OWNER_ACCOUNT}:*-back"}]})
+METRICS_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "queueserver:GetMetrics", "Resource": "*"}]})
+KEYS: dict[str, dict[str, Any]] = {
     "AKIDALICE": {"secret_access_key": "alice-secret", "account_id": OWNER_ACCOUNT, "name": "alice"},
     "AKIDBOB": {"secret_access_key": "bob-secret", "account_id": OTHER_ACCOUNT, "name": "bob"},
     "AKIDWORKER": {"secret_access_key": "worker-secret", "account_id": OWNER_ACCOUNT, "name": "jobs-worker",
                    "policy": WORKER_POLICY},
+    "AKIDREDRIVER": {"secret_access_key": "redriver-secret", "account_id": OWNER_ACCOUNT, "name": "redriver",
+                     "policy": REDRIVER_POLICY},
+    "AKIDEVE": {"secret_access_key": "eve-secret", "account_id": THIRD_ACCOUNT, "name": "eve"},
+    "AKIDMALLORY": {"secret_access_key": "mallory-secret", "account_id": OWNER_ACCOUNT, "name": "mallory",
+                    "policy": DENIED_POLICY},
+    # The operators': one may move the test clock, the other read /metrics.
+    "AKIDOPS": {"secret_access_key": "ops-secret", "account_id": OPERATIONS_ACCOUNT, "name": "ops", "admin": True},
+    "AKIDSCRAPER": {"secret_access_key": "scraper-secret", "account_id": OPERATIONS_ACCOUNT, "name": "scraper",
+                    "policy": METRICS_POLICY},
 }
 
 
-def credentials_toml(keys: dict[str, dict[str, str]]) -> str:
+def credentials_toml(keys: dict[str, dict[str, Any]]) -> str:
     lines = []
     for key_id, fields in keys.items():
         lines.append(f"[keys.{key_id}]")
@@ -50,20 +74,20 @@ def credentials_toml(keys: dict[str, dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def write_credentials(path: Path, keys: dict[str, dict[str, str]] = KEYS) -> Path:
+def write_credentials(path: Path, keys: dict[str, dict[str, Any]] = KEYS) -> Path:
     path.write_text(credentials_toml(keys))
     return path
 
 
 def secret_of(key_id: str) -> str:
-    return KEYS[key_id]["secret_access_key"]
+    return str(KEYS[key_id]["secret_access_key"])
 
 
 def signed_client(protocol: str, endpoint: str, key_id: str, secret: str | None = None, *,
                   region: str = "us-east-1", token: str | None = None, verify: str | bool | None = None,
                   **config_kwargs: Any) -> Any:
     """An SQS client of `protocol` ("json" or "query") that signs with this key (and this secret)."""
-    secret = secret if secret is not None else KEYS.get(key_id, {}).get("secret_access_key", "whatever")
+    secret = secret if secret is not None else str(KEYS.get(key_id, {}).get("secret_access_key", "whatever"))
     if protocol == "query":
         return make_query_client(endpoint, region, aws_access_key_id=key_id, aws_secret_access_key=secret,
                                  aws_session_token=token, verify=verify, **config_kwargs)
@@ -186,9 +210,9 @@ def json_request(endpoint: str, action: str, params: dict[str, Any]) -> AWSReque
 
 
 class SignedClock(ClockControl):
-    """The test clock of a server with credentials on: its endpoint wants a signed request."""
+    """The test clock of a server with credentials on: its endpoint wants a signed request of an admin key."""
 
-    def __init__(self, endpoint: str, key_id: str = "AKIDALICE") -> None:
+    def __init__(self, endpoint: str, key_id: str = "AKIDOPS") -> None:
         super().__init__(endpoint)
         self._key_id = key_id
 
@@ -203,3 +227,53 @@ class SignedClock(ClockControl):
     def ahead_s(self) -> float:
         """How far the server's clock is ahead of this machine's (what earlier tests advanced it by)."""
         return (self.now_ms() - time.time() * 1000) / 1000
+
+
+# The signed ways a request comes in: the JSON protocol, a Query form POST, a Query GET signed in its
+# Authorization header, and a presigned Query GET (the signature in the query string).
+WAYS = ("json", "query-post", "query-get", "presigned")
+
+
+def query_pairs(action: str, members: dict[str, Any]) -> list[tuple[str, str]]:
+    """An action's JSON-shaped members in the Query form: lists `Name.N`, maps `Name.N.Name/Value` (tags:
+    `Key/Value`), lists of structures `Name.N.Member`; the server takes the members' own names as aliases."""
+    pairs = [("Action", action), ("Version", "2012-11-05")]
+    for name, value in members.items():
+        if isinstance(value, list):
+            for index, item in enumerate(value, 1):
+                if isinstance(item, dict):
+                    pairs += [(f"{name}.{index}.{key}", str(v)) for key, v in item.items()]
+                else:
+                    pairs.append((f"{name}.{index}", str(item)))
+        elif isinstance(value, dict):
+            key_name = "Key" if name == "Tags" else "Name"
+            for index, (key, v) in enumerate(value.items(), 1):
+                pairs += [(f"{name}.{index}.{key_name}", key), (f"{name}.{index}.Value", str(v))]
+        else:
+            pairs.append((name, str(value)))
+    return pairs
+
+
+def signed_call(way: str, endpoint: str, key_id: str, action: str, members: dict[str, Any],
+                region: str = "us-east-1") -> wire.RawResponse:
+    """One request of `action` signed with `key_id`, the way `way` (one of WAYS) sends it."""
+    url = endpoint.rstrip("/") + "/"
+    if way == "json":
+        request = sign(json_request(endpoint, action, members), key_id, region)
+    elif way == "query-post":
+        request = sign(AWSRequest(method="POST", url=url, data=urlencode(query_pairs(action, members)).encode(),
+                                  headers={"Content-Type": wire.FORM}), key_id, region)
+    elif way == "query-get":
+        request = sign(AWSRequest(method="GET", url=f"{url}?{urlencode(query_pairs(action, members))}"), key_id,
+                       region)
+    elif way == "presigned":
+        request = AWSRequest(method="GET", url=presign(f"{url}?{urlencode(query_pairs(action, members))}",
+                                                       key_id, 300, region))
+    else:
+        raise ValueError(f"no way in called {way!r}")
+    return wire.send(request.url, request.method, request.body or None, dict(request.headers.items()), timeout=30)
+
+
+def access_denied(response: wire.RawResponse) -> bool:
+    """Whether the answer is SQS's AccessDenied (403), in either protocol."""
+    return response.status == 403 and wire.error_code(response) == "AccessDenied"
