@@ -21,7 +21,6 @@ from starlette.routing import Route
 from queueserver import errors
 from queueserver.auth import Authenticator
 from queueserver.browser_guard import BrowserGuard
-from queueserver.clock import ManualClock
 from queueserver.config import ServerConfig
 from queueserver.console import CONSOLE_PREFIX, create_console
 from queueserver.logs import AccessLog
@@ -32,6 +31,7 @@ from queueserver.storage import QueueEngine
 from queueserver.tallies import LATENCY_BOUNDS, RequestTally
 
 CLOCK_PATH = "/_queueserver/clock"
+MAX_CLOCK_ADVANCE_SECONDS = 10**12  # one move; the reading stays far inside SQLite's 64-bit integers
 OPERATIONS_PATHS = frozenset({"/metrics", "/health", "/ready"})  # GET only; no queue URL has one path segment
 _SPECIAL_PATHS = OPERATIONS_PATHS | {CLOCK_PATH}
 
@@ -173,22 +173,28 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
 
     async def clock(request: Request) -> Response:
         """Move the manual clock (only with --test-clock): POST {"advance_seconds": S}."""
-        manual = engine.clock
+        manual = engine.test_clock
         try:  # with credentials on, only a signed request may move the clock
             dispatcher.authenticate(_http_request(request.scope, await request.body(), default_host))
         except errors.SQSError as error:
             wire = wire_error(error)
             return JSONResponse({"code": wire.query_code, "message": error.message}, wire.status)
-        if not isinstance(manual, ManualClock):
+        if manual is None:
             return JSONResponse({"message": "the test clock is off; start the server with --test-clock"}, 404)
         if request.method == "POST":
             try:
                 seconds = float(json.loads(await request.body() or b"{}").get("advance_seconds", 0))
             except (ValueError, TypeError, AttributeError):
                 return JSONResponse({"message": 'expected {"advance_seconds": <number>}'}, 400)
-            if seconds < 0:
-                return JSONResponse({"message": "the clock does not go backwards"}, 400)
-            manual.advance(round(seconds * 1000))
+            if not 0 <= seconds < MAX_CLOCK_ADVANCE_SECONDS:  # nan fails this too
+                return JSONResponse({"message": "advance_seconds must be at least 0 and less than "
+                                                f"{MAX_CLOCK_ADVANCE_SECONDS}: the clock does not go backwards"},
+                                    400)
+            try:
+                await manual.advance(round(seconds * 1000))
+            except errors.SQSError as error:  # the reading could not be saved: the clock did not move
+                wire = wire_error(error)
+                return JSONResponse({"code": wire.query_code, "message": error.message}, wire.status)
         return JSONResponse({"now_ms": manual.now_ms(), "timers": manual.pending()})
 
     extras = Starlette(routes=[Route(CLOCK_PATH, clock, methods=["GET", "POST"])])
