@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import sqlite3
-import time
 import uuid
 from typing import Any
 
@@ -470,24 +469,28 @@ def test_a_task_whose_source_queue_is_gone_fails_and_leaves_the_messages_in_the_
 # --- pacing ------------------------------------------------------------------------------
 
 
-def test_max_number_of_messages_per_second_paces_the_task(sqs, make_queue):
-    _, dlq, dlq_arn, _ = _dead_lettered(sqs, make_queue, 100)
-    started = time.monotonic()
+def test_max_number_of_messages_per_second_paces_the_task_a_tenth_of_a_second_at_a_time(sqs, make_queue):
+    """At 50 a second a task moves 5 messages a step, a tenth of a second apart, on the real clock: its 200
+    messages take 4 s, where an unpaced task moves them at once. The server's own clock is the witness of
+    real time: a long poll that began after the start ends when its 2 s of WaitTimeSeconds have passed,
+    and the task is still running then (had it moved faster than 100 a second, it would be done)."""
+    _, dlq, dlq_arn, _ = _dead_lettered(sqs, make_queue, 200)
+    idle = make_queue()
     sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=50)
-    samples = []
-    while time.monotonic() - started < 10:
+    assert receive(sqs, idle, WaitTimeSeconds=2) == []
+    task = latest_task(sqs, dlq_arn)
+    assert task["Status"] == "RUNNING" and 0 < task["ApproximateNumberOfMessagesMoved"] < 200, task
+    seen = {task["ApproximateNumberOfMessagesMoved"]}
+
+    def finished() -> dict[str, Any] | None:
         task = latest_task(sqs, dlq_arn)
-        elapsed = time.monotonic() - started
-        samples.append((elapsed, task["ApproximateNumberOfMessagesMoved"]))
-        if task["Status"] != "RUNNING":
-            break
-        time.sleep(0.1)
+        seen.add(task["ApproximateNumberOfMessagesMoved"])
+        return task if task["Status"] != "RUNNING" else None
+
+    task = wait_for(finished, "the paced task to finish")
     assert task["Status"] == "COMPLETED", task
-    total = time.monotonic() - started
-    assert task["ApproximateNumberOfMessagesMoved"] == 100
-    assert total >= 1.5, f"100 messages at 50/s took only {total:.2f}s"
-    for elapsed, moved in samples:
-        assert moved <= 50 * elapsed + 10, (elapsed, moved, samples)
+    assert task["ApproximateNumberOfMessagesMoved"] == 200
+    assert all(moved % 5 == 0 for moved in seen), f"steps of other than 5: {sorted(seen)}"
     assert counts(sqs, dlq) == Counts(0, 0, 0)
 
 
