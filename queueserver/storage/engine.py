@@ -116,6 +116,8 @@ class QueueEngine:
     async def close(self) -> None:
         self.health.stopping = True
         self.begin_shutdown()
+        if self.test_clock is not None:
+            await self.test_clock.close()
         await self._sweeper.close()
         await self._move_tasks.close()
         await self._counts.close()
