@@ -27,7 +27,7 @@ from starlette.routing import Route
 from queueserver import errors
 from queueserver.auth import Authenticator
 from queueserver.browser_guard import BrowserGuard
-from queueserver.clock import MAX_ADVANCE_SECONDS, ManualClock
+from queueserver.clock import MAX_ADVANCE_SECONDS
 from queueserver.config import ServerConfig
 from queueserver.console import CONSOLE_PREFIX, create_console
 from queueserver.logs import AccessLog
@@ -204,7 +204,7 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
 
     async def clock(request: Request) -> Response:
         """Move the manual clock (only with --test-clock): POST {"advance_seconds": S}; GET reads it."""
-        manual = engine.clock
+        manual = engine.test_clock
         body = await request.body()
         try:  # with credentials on, only a signed request may read the clock, and only an admin key move it
             caller = dispatcher.authenticate(_http_request(request.scope, body, default_host))
@@ -214,7 +214,7 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
         except errors.SQSError as error:
             refused = _error_document(error)
             return Response(refused.body, refused.status, refused.headers)
-        if not isinstance(manual, ManualClock):
+        if manual is None:
             return JSONResponse({"message": "the test clock is off; start the server with --test-clock"}, 404)
         if request.method == "POST":
             try:
@@ -228,7 +228,7 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
                 return JSONResponse({"message": "advance_seconds must be a finite number of seconds from 0 to "
                                                 f"{MAX_ADVANCE_SECONDS} (ten years): the clock does not go backwards"},
                                     400)
-            manual.advance(round(seconds * 1000))
+            await manual.advance(round(seconds * 1000))
         return JSONResponse({"now_ms": manual.now_ms(), "timers": manual.pending()})
 
     extras = Starlette(routes=[Route(CLOCK_PATH, clock, methods=["GET", "POST"])])

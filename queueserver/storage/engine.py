@@ -16,13 +16,14 @@ from bisect import bisect_left
 from typing import Awaitable, Callable
 
 from queueserver import errors
-from queueserver.clock import Clock
+from queueserver.clock import Clock, ManualClock
 from queueserver.limits import IN_FLIGHT_LIMIT
 from queueserver.models import (
     BrowsedMessage, EntryOutcome, MoveTask, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage,
     VisibilityChange,
 )
-from queueserver.storage import message_store, queue_store
+from queueserver.storage import clock_store, message_store, queue_store
+from queueserver.storage.clock_store import KeptClock
 from queueserver.storage.cooldowns import Cooldowns
 from queueserver.storage.count_cache import MAX_AGE_SECONDS, CountCache
 from queueserver.storage.database import Database, Transaction
@@ -65,6 +66,8 @@ class QueueEngine:
                                     self._counts.changed)
         self.queue_tallies: dict[int, QueueTally] = {}  # by queue id: the CloudWatch counters
         self.observe = Observer(db, reads, self._waiters, self._queues.committed, self.queue_counts)
+        # The test clock's moves go through here (None on the real clock), so that it keeps its place.
+        self.test_clock = KeptClock(db, clock) if isinstance(clock, ManualClock) else None
 
     @classmethod
     async def open(cls, path: str, clock: Clock, *, enforce_cooldowns: bool = False,
@@ -77,15 +80,19 @@ class QueueEngine:
         conn, lock = await loop.run_in_executor(None, open_file, path, migrate)
         db = Database(conn, path, lock, sync_log=sync_log)
 
-        def prepare(tx: Transaction) -> tuple[bytes, list[Queue], int]:
-            return queue_store.receipt_secret(tx.conn), queue_store.load_all(tx.conn), message_store.highest_row_id(tx.conn)
+        def prepare(tx: Transaction) -> tuple[bytes, list[Queue], int, int | None]:
+            return (queue_store.receipt_secret(tx.conn), queue_store.load_all(tx.conn),
+                    message_store.highest_row_id(tx.conn), clock_store.resume(tx.conn, clock))
 
         try:
-            secret, queues, highest = await db.run(prepare)
+            secret, queues, highest, clock_reading = await db.run(prepare)
+            await db.durable()  # a reading shown once must be the one a crash resumes at
             reads = await ReadSide.open(path)
         except BaseException:
             await db.close()
             raise
+        if isinstance(clock, ManualClock) and clock_reading is not None:
+            clock.resume_at(clock_reading)
         engine = cls(db, reads, clock, ReceiptSigner(secret), queues, highest + 1,
                      enforce_cooldowns=enforce_cooldowns, in_flight_limit=in_flight_limit,
                      fifo_in_flight_limit=fifo_in_flight_limit, counts_max_age=counts_max_age)
@@ -109,6 +116,8 @@ class QueueEngine:
     async def close(self) -> None:
         self.health.stopping = True
         self.begin_shutdown()
+        if self.test_clock is not None:
+            await self.test_clock.close()
         await self._sweeper.close()
         await self._move_tasks.close()
         await self._counts.close()

@@ -60,7 +60,6 @@ class QueueServer:
         self._ready_timeout = ready_timeout
         self._proc: subprocess.Popen[bytes] | None = None
         self._port = 0
-        self._clock_ms: int | None = None  # the manual clock's last known reading
         self._regions: set[str] = {region}
         self._session: Any = None
         self.keep_files = False  # set by the pytest plugin when a failed test's database is kept
@@ -97,7 +96,6 @@ class QueueServer:
             raise QueueServerError(f"queueserver did not start (first line {line!r});"
                                    f" its log:\n{self.log_text()}")
         self._port = int(line.rsplit(":", 1)[1])
-        self._restore_clock()
         return self
 
     def _first_line(self, proc: subprocess.Popen[bytes]) -> str:
@@ -177,8 +175,7 @@ class QueueServer:
     @property
     def now_ms(self) -> int:
         """The server's clock, in epoch milliseconds (the unit of SentTimestamp)."""
-        self._clock_ms = int(self._http("GET", "/_queueserver/clock")["now_ms"])
-        return self._clock_ms
+        return int(self._http("GET", "/_queueserver/clock")["now_ms"])
 
     @property
     def now(self) -> float:
@@ -188,17 +185,7 @@ class QueueServer:
     def advance(self, seconds: float) -> float:
         """Move the server's clock forward: visibility, delays, retention and long polls follow it."""
         answer = self._http("POST", "/_queueserver/clock", {"advance_seconds": seconds})
-        self._clock_ms = int(answer["now_ms"])
-        return self._clock_ms / 1000
-
-    def _restore_clock(self) -> None:
-        """A restarted server's manual clock starts at the wall clock; time a test moved on must stay moved."""
-        if not self.test_clock or self._clock_ms is None:
-            return
-        known = self._clock_ms
-        behind = known - self.now_ms
-        if behind > 0:
-            self.advance(behind / 1000)
+        return int(answer["now_ms"]) / 1000
 
     # --- clients and helpers ---------------------------------------------------------
 

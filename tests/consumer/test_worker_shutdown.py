@@ -72,7 +72,7 @@ def test_an_async_handler_still_running_after_the_grace_period_is_cancelled_and_
     async def handler(message: dict[str, Any]) -> None:
         started.set()
         try:
-            await asyncio.sleep(3600)
+            await asyncio.Event().wait()  # never done on its own
         except asyncio.CancelledError:
             cancelled.set()
             raise

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from support.faults import QUEUE, Tally, drain, new_server
-from support.server import run_queueserver
+from support.server import run_queueserver, wait_for
 
 pytestmark = pytest.mark.server_process
 
@@ -73,7 +73,7 @@ def test_a_backup_taken_under_load_checks_ok_and_serves_everything_acknowledged_
     for t in threads:
         t.start()
     try:
-        time.sleep(1.5)
+        wait_for(lambda: failures or (len(sent_at) > 100 and len(deleted_at) > 10), "load before the backup")
         live_report, _ = _check(db)  # check works beside a running server
         backup = tmp_path / "copy" / "backup.db"
         backup.parent.mkdir()
@@ -82,7 +82,8 @@ def test_a_backup_taken_under_load_checks_ok_and_serves_everything_acknowledged_
         finished = time.time()
         assert result.returncode == 0, result.stdout + result.stderr
         assert result.stdout.startswith(f"backed up {db} to {backup}"), result.stdout
-        time.sleep(0.5)  # load continues after the backup too
+        # load continues after the backup too
+        wait_for(lambda: failures or any(t > finished for t in list(sent_at.values())), "a send after the backup")
     finally:
         stop.set()
         for t in threads:

@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 from support.faults import wait_for_log
-from support.server import advance_clock
+from support.server import ClockControl, advance_clock
 
 pytestmark = pytest.mark.server_process
 
@@ -53,3 +53,26 @@ def test_the_retention_sweeper_survives_a_storage_failure_and_deletes_expired_me
     assert "ended while the server runs" not in log, log
     client.send_message(QueueUrl=url, MessageBody="after")
     assert server.stop() == 0
+
+
+def test_the_test_clock_moves_while_the_database_is_locked_and_its_reading_is_saved_once_it_is_not(
+        servers, tmp_path, sqs_client):
+    """Tests of storage failures move the clock during them; a crash afterwards still resumes where it stood."""
+    db = tmp_path / "queue.db"
+    server = servers.start(db, "--test-clock")
+    start = ClockControl(server.endpoint).now_ms()
+
+    intruder = sqlite3.connect(db, timeout=10, isolation_level=None)
+    try:
+        intruder.execute("BEGIN EXCLUSIVE")
+        assert advance_clock(server.endpoint, 120) == start + 120_000  # after the 5 s busy timeout: moved anyway
+        wait_for_log(server, "the storage refused its reading")
+    finally:
+        intruder.execute("ROLLBACK")
+        intruder.close()
+    wait_for_log(server, "the test clock's reading is saved again", timeout=30)
+    server.kill()
+
+    again = servers.start(db, "--test-clock")
+    assert ClockControl(again.endpoint).now_ms() == start + 120_000
+    assert again.stop() == 0

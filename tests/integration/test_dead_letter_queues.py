@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 from typing import Any
 
 import pytest
 from botocore.exceptions import BotoCoreError, ClientError
 from support.dead_letters import dead_letter_all, make_source_and_dlq, send_fifo, send_many
+from support.server import wait_for
 from support.sqs import Counts, counts, md5_of_attributes, md5_of_body, raises_modeled, receive, unique_queue_name
 from support.sqs import arn_of, drain, queue_attribute, redrive_policy
 
@@ -531,9 +531,7 @@ def test_a_kill_during_dead_letter_moves_leaves_each_message_in_exactly_one_queu
     threads = [threading.Thread(target=churn, daemon=True) for _ in range(4)]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and counts(client, dlq).visible < 100:
-        time.sleep(0.01)
+    wait_for(lambda: errors or counts(client, dlq).visible >= 100, "a hundred dead-letter moves", timeout=60)
     moved_before_kill = counts(client, dlq).visible
     first.kill()
     stop.set()

@@ -9,12 +9,13 @@ from __future__ import annotations
 import base64
 import json
 import sqlite3
-import time
 import uuid
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+
+from queueserver.storage.redrive import CHUNK
 from support.sqs import arn_of, drain, redrive_policy
 from support.dead_letters import (
     dead_letter_all,
@@ -27,6 +28,7 @@ from support.dead_letters import (
     wait_for_task,
 )
 from support.clients import COMMON_ERROR_SHAPES
+from support.server import wait_for
 from support.sqs import Counts, counts, md5_of_attributes, raises_code, receive, unique_queue_name
 
 ALL = {"MessageSystemAttributeNames": ["All"], "MessageAttributeNames": ["All"]}
@@ -249,12 +251,12 @@ def test_a_running_task_is_listed_with_its_handle_and_counters(sqs, make_queue, 
     assert "TaskHandle" not in task, "the handle is only listed while RUNNING"
     task = wait_for_task(sqs, dlq_arn)
     assert task["Status"] == "CANCELLED", task
-    # cancelling does not revert the messages already moved, and moves no more
+    # Cancelling does not revert the messages already moved, and moves no more: CANCELLED is written
+    # by the task's last step, in the transaction that counts what it moved, and ends its runner.
     final_moved = task["ApproximateNumberOfMessagesMoved"]
-    time.sleep(0.7)
-    assert latest_task(sqs, dlq_arn)["ApproximateNumberOfMessagesMoved"] == final_moved
     assert counts(sqs, source).visible == final_moved
     assert counts(sqs, dlq).visible == 30 - final_moved
+    assert latest_task(sqs, dlq_arn) == task
 
 
 def test_a_completed_task_is_listed_without_a_handle(sqs, make_queue):
@@ -467,35 +469,46 @@ def test_a_task_whose_source_queue_is_gone_fails_and_leaves_the_messages_in_the_
 # --- pacing ------------------------------------------------------------------------------
 
 
-def test_max_number_of_messages_per_second_paces_the_task(sqs, make_queue):
-    _, dlq, dlq_arn, _ = _dead_lettered(sqs, make_queue, 100)
-    started = time.monotonic()
+def test_max_number_of_messages_per_second_paces_the_task_a_tenth_of_a_second_at_a_time(sqs, make_queue):
+    """At 50 a second a task moves 5 messages a step, a tenth of a second apart, on the real clock: its 200
+    messages take 4 s, where an unpaced task moves them at once. The server's own clock is the witness of
+    real time: a long poll that began after the start ends when its 2 s of WaitTimeSeconds have passed,
+    and the task is still running then (had it moved faster than 100 a second, it would be done)."""
+    _, dlq, dlq_arn, _ = _dead_lettered(sqs, make_queue, 200)
+    idle = make_queue()
     sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=50)
-    samples = []
-    while time.monotonic() - started < 10:
+    assert receive(sqs, idle, WaitTimeSeconds=2) == []
+    task = latest_task(sqs, dlq_arn)
+    assert task["Status"] == "RUNNING" and 0 < task["ApproximateNumberOfMessagesMoved"] < 200, task
+    seen = {task["ApproximateNumberOfMessagesMoved"]}
+
+    def finished() -> dict[str, Any] | None:
         task = latest_task(sqs, dlq_arn)
-        elapsed = time.monotonic() - started
-        samples.append((elapsed, task["ApproximateNumberOfMessagesMoved"]))
-        if task["Status"] != "RUNNING":
-            break
-        time.sleep(0.1)
+        seen.add(task["ApproximateNumberOfMessagesMoved"])
+        return task if task["Status"] != "RUNNING" else None
+
+    task = wait_for(finished, "the paced task to finish")
     assert task["Status"] == "COMPLETED", task
-    total = time.monotonic() - started
-    assert task["ApproximateNumberOfMessagesMoved"] == 100
-    assert total >= 1.5, f"100 messages at 50/s took only {total:.2f}s"
-    for elapsed, moved in samples:
-        assert moved <= 50 * elapsed + 10, (elapsed, moved, samples)
+    assert task["ApproximateNumberOfMessagesMoved"] == 200
+    assert all(moved % 5 == 0 for moved in seen), f"steps of other than 5: {sorted(seen)}"
     assert counts(sqs, dlq) == Counts(0, 0, 0)
 
 
-def test_without_a_rate_a_task_moves_hundreds_of_messages_quickly(sqs, make_queue):
+def test_without_a_rate_a_task_moves_hundreds_of_messages_a_full_step_at_a_time(sqs, make_queue):
+    """Nothing paces it: every step moves CHUNK messages (a rate below 1,000 a second makes smaller ones)."""
     source, _, dlq_arn, ids = _dead_lettered(sqs, make_queue, 300)
-    started = time.monotonic()
     sqs.start_message_move_task(SourceArn=dlq_arn)
-    task = wait_for_task(sqs, dlq_arn, timeout=10)
-    assert task["Status"] == "COMPLETED"
-    assert time.monotonic() - started < 5
+    seen: set[int] = set()
+
+    def finished() -> dict[str, Any] | None:
+        task = latest_task(sqs, dlq_arn)
+        seen.add(task["ApproximateNumberOfMessagesMoved"])
+        return task if task["Status"] != "RUNNING" else None
+
+    task = wait_for(finished, "the move task to finish")
+    assert task["Status"] == "COMPLETED", task
     assert task["ApproximateNumberOfMessagesMoved"] == 300
+    assert seen <= {0, CHUNK, 2 * CHUNK, 300}, f"steps smaller than {CHUNK}: {sorted(seen)}"
     assert sorted(m["MessageId"] for m in drain(sqs, source)) == sorted(ids)
 
 
@@ -579,11 +592,11 @@ def test_a_task_cancelled_just_before_a_kill_is_cancelled_after_restart(
     first.kill()
     second, client = serve_with_client(db)
     task = wait_for_task(client, dlq_arn)
-    assert task["Status"] == "CANCELLED", task
-    time.sleep(0.3)
+    assert task["Status"] == "CANCELLED", task  # made so at the start: no runner was launched for it
     in_source = [m["MessageId"] for m in drain(client, source)]
     in_dlq = [m["MessageId"] for m in drain(client, dlq)]
-    assert len(in_source) == latest_task(client, dlq_arn)["ApproximateNumberOfMessagesMoved"]
+    assert len(in_source) == task["ApproximateNumberOfMessagesMoved"]
+    assert latest_task(client, dlq_arn) == task
     assert sorted(in_source + in_dlq) == sorted(ids)
     second.stop()
 

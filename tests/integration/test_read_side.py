@@ -4,11 +4,11 @@ and browse pages complete and in send order while sends go on."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from support.server import wait_for
 from support.sqs import Counts, counts, receive
 from support.wire import raw_json_call
 
@@ -108,17 +108,14 @@ def test_counts_and_browse_follow_the_database_file_the_server_wrote_back_after_
     db.unlink()  # the -wal and -shm stay; the writer notices and writes the file back
     for i in range(10):
         client.send_message(QueueUrl=url, MessageBody=f"after{i}")
-    deadline = time.monotonic() + 10
-    while "is restored" not in server.stderr_text():
-        assert time.monotonic() < deadline, server.stderr_text()
-        time.sleep(0.05)
+    wait_for(lambda: "is restored" in server.stderr_text(), "the file to be written back",
+             detail=server.stderr_text)
     big = "x" * 200_000
     for _ in range(30):  # ~6 MB: past the write-ahead log's checkpoint, into the new file
         client.send_message(QueueUrl=url, MessageBody=big)
     client.send_message(QueueUrl=url, MessageBody="last")
-    while counts(client, url) != Counts(51, 0, 0):
-        assert time.monotonic() < deadline, f"the counts stayed at {counts(client, url)}"
-        time.sleep(0.05)
+    wait_for(lambda: counts(client, url) == Counts(51, 0, 0), "the counts to follow the written-back file",
+             detail=lambda: f"the counts stayed at {counts(client, url)}")
     bodies = [m["Body"] for m in browse(server.endpoint, url, MaxNumberOfMessages=100)["Messages"]]
     assert bodies == [f"before{i}" for i in range(10)] + [f"after{i}" for i in range(10)] + [big] * 30 + ["last"]
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 
 import pytest
-from support.server import ClockControl
+from support.server import ClockControl, wait_for
 from support.sqs import Counts, counts, receive, receive_all
 
 pytestmark = pytest.mark.server_process
@@ -164,12 +163,11 @@ def test_every_acknowledged_send_survives_a_sigkill_under_load_and_no_deleted_me
     threads.append(threading.Thread(target=consumer, daemon=True))
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:  # let the load build up, then pull the plug
+    def built_up() -> bool:
         with lock:
-            if len(acked_sends) >= 150 and len(acked_deletes) >= 20:
-                break
-        time.sleep(0.01)
+            return len(acked_sends) >= 150 and len(acked_deletes) >= 20
+
+    wait_for(built_up, "the load to build up before the plug is pulled", timeout=60)
     first.kill()
     stop.set()
     for t in threads:

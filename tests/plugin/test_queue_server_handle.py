@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from botocore.exceptions import ClientError
@@ -104,43 +105,80 @@ def test_wait_for_returns_the_first_true_value_and_times_out_with_a_message(qs: 
         qs.wait_for(lambda: False, timeout=0.1)
 
 
-def test_restart_keeps_the_file_the_port_the_messages_and_the_clock() -> None:
+def test_restart_keeps_the_file_the_port_the_messages_and_the_clock_to_the_millisecond() -> None:
     with QueueServer() as qs:
         url = qs.create_queue("restart-me")
         qs.client().send_message(QueueUrl=url, MessageBody="kept")
         endpoint = qs.endpoint
-        moved = qs.advance(3600)
+        qs.advance(3600)
+        moved = qs.now_ms
         qs.restart()
         assert qs.endpoint == endpoint
-        assert qs.now >= moved
+        assert qs.now_ms == moved
         assert [m["Body"] for m in qs.messages(url)] == ["kept"]
 
 
-def test_crash_keeps_every_acknowledged_send_and_the_in_flight_state() -> None:
+def test_crash_keeps_every_acknowledged_send_the_in_flight_state_and_the_clock_to_the_millisecond() -> None:
     with QueueServer() as qs:
         url = qs.create_queue("crash-me", VisibilityTimeout=600)
         sqs = qs.client()
         for n in range(20):
             sqs.send_message(QueueUrl=url, MessageBody=str(n))
         sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=5)
-        moved = qs.now
+        stood = qs.now_ms
         qs.crash()
         assert qs.running
-        assert qs.now >= moved  # the clock did not jump back to the wall clock
+        assert qs.now_ms == stood
         assert qs.counts(url) == {"visible": 15, "in_flight": 5, "delayed": 0}
-        qs.advance(601)
+        qs.advance(600)
         assert qs.counts(url) == {"visible": 20, "in_flight": 0, "delayed": 0}
 
 
-def test_stop_is_clean_and_start_brings_the_same_server_back() -> None:
+def test_a_crash_after_real_time_passed_leaves_the_clock_and_the_visibility_where_they_stood() -> None:
+    """Six seconds of real time against a five-second visibility: only the test moves the clock."""
+    with QueueServer() as qs:
+        url = qs.create_queue("real-time-passes", VisibilityTimeout=5)
+        sqs = qs.client()
+        sqs.send_message(QueueUrl=url, MessageBody="held")
+        assert [m["Body"] for m in sqs.receive_message(QueueUrl=url)["Messages"]] == ["held"]
+        stood = qs.now_ms
+        time.sleep(6)  # real time passing is what this test is about
+        qs.crash()
+        assert qs.now_ms == stood
+        assert qs.counts(url) == {"visible": 0, "in_flight": 1, "delayed": 0}
+        qs.advance(4.999)
+        assert qs.counts(url) == {"visible": 0, "in_flight": 1, "delayed": 0}
+        qs.advance(0.001)
+        assert qs.counts(url) == {"visible": 1, "in_flight": 0, "delayed": 0}
+
+
+def test_stop_is_clean_and_start_brings_the_same_server_back_with_its_clock() -> None:
     with QueueServer() as qs:
         url = qs.create_queue("stop-me")
+        qs.advance(90)
+        stood = qs.now_ms
         assert qs.stop() == 0
         assert not qs.running
         with pytest.raises(Exception):
             qs.client(config=_no_retries()).list_queues()
         qs.start()
         assert qs.client().get_queue_url(QueueName="stop-me")["QueueUrl"] == url
+        assert qs.now_ms == stood
+
+
+def test_a_server_on_the_real_clock_in_between_lets_the_test_clock_start_again_at_the_wall_clock(
+        tmp_path) -> None:
+    """Its messages carry wall-clock timestamps: a manual clock resumed behind them would see them ahead."""
+    db = tmp_path / "both.db"
+    with QueueServer(db) as qs:
+        qs.advance(3 * 86400)
+        ahead = qs.now_ms
+    with QueueServer(db, test_clock=False):
+        pass
+    before = time.time_ns() // 1_000_000
+    with QueueServer(db) as qs:
+        after = time.time_ns() // 1_000_000
+        assert before <= qs.now_ms <= after < ahead
 
 
 def test_closing_removes_the_temporary_folder_but_keep_files_leaves_it() -> None:

@@ -6,13 +6,13 @@ import base64
 import hashlib
 import json
 import struct
-import time
 from typing import Any
 from urllib.parse import parse_qsl
 
 import pytest
 from botocore.exceptions import ClientError
 from support.clients import make_query_client
+from support.dead_letters import wait_for_task
 
 
 def md5_of_attributes(attributes: dict[str, dict[str, Any]]) -> str:
@@ -203,12 +203,7 @@ def test_dead_letters_and_a_message_move_task_over_query(qsqs, make_qqueue):
 
     handle = qsqs.start_message_move_task(SourceArn=dead_arn)["TaskHandle"]
     assert handle
-    deadline = time.monotonic() + 10
-    while True:
-        [task] = qsqs.list_message_move_tasks(SourceArn=dead_arn, MaxResults=1)["Results"]
-        if task["Status"] != "RUNNING" or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+    task = wait_for_task(qsqs, dead_arn)
     assert task["Status"] == "COMPLETED", task
     assert task["SourceArn"] == dead_arn
     assert task["ApproximateNumberOfMessagesMoved"] == 1  # a Long in the model: parsed as an int

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
+from support.server import wait_for
 from support.sqs import Counts, arn_of, counts, receive, redrive_policy, unique_queue_name
 
 TERMINAL_STATUSES = ("COMPLETED", "CANCELLED", "FAILED")
@@ -69,23 +69,18 @@ def latest_task(client: Any, source_arn: str) -> dict[str, Any]:
 def wait_for_task(client: Any, source_arn: str, statuses: tuple[str, ...] = TERMINAL_STATUSES,
                   timeout: float = 20.0) -> dict[str, Any]:
     """Poll (real time, bounded) until the most recent task has one of `statuses`."""
-    deadline = time.monotonic() + timeout
-    task: dict[str, Any] = {}
-    while time.monotonic() < deadline:
+    def reached() -> dict[str, Any] | None:
         task = latest_task(client, source_arn)
-        if task["Status"] in statuses:
-            return task
-        time.sleep(0.05)
-    raise AssertionError(f"the move task did not reach {statuses} within {timeout}s: {task}")
+        return task if task["Status"] in statuses else None
+
+    return dict(wait_for(reached, f"the move task to reach {statuses}", timeout, interval=0.05,
+                         detail=lambda: str(latest_task(client, source_arn))))
 
 
 def wait_for_moved(client: Any, source_arn: str, at_least: int, timeout: float = 20.0) -> int:
     """Poll (real time, bounded) until the running task has moved `at_least` messages; returns how many."""
-    deadline = time.monotonic() + timeout
-    moved = 0
-    while time.monotonic() < deadline:
-        moved = latest_task(client, source_arn)["ApproximateNumberOfMessagesMoved"]
-        if moved >= at_least:
-            return moved
-        time.sleep(0.02)
-    raise AssertionError(f"the move task moved {moved} < {at_least} messages within {timeout}s")
+    def moved() -> tuple[int] | None:
+        count = int(latest_task(client, source_arn)["ApproximateNumberOfMessagesMoved"])
+        return (count,) if count >= at_least else None
+
+    return int(wait_for(moved, f"the move task to move {at_least} messages", timeout, interval=0.02)[0])

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
 from crashledger import Figures
-from support.server import ACCOUNT, Refusal, Server, advance_clock, integrity, try_serve
+from support.server import ACCOUNT, Refusal, Server, advance_clock, integrity, try_serve, wait_for
 from support.sqs import receive_and_delete_all
 from support.wire import raw_json_call
 
@@ -81,14 +80,13 @@ def assert_raw_503(server: Server, tally: Tally, size: int = 0) -> None:
 
 
 def wait_for_log(server: Server, text: str, timeout: float = 10) -> str:
-    deadline = time.monotonic() + timeout
-    while True:
+    """The server's log once it has `text` in it."""
+    def logged() -> str | None:
         log = server.stderr_text()
-        if text in log:
-            return log
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the server never logged {text!r}\n--- stderr ---\n{log}")
-        time.sleep(0.05)
+        return log if text in log else None
+
+    return str(wait_for(logged, f"the server to log {text!r}", timeout, interval=0.05,
+                        detail=lambda: f"--- stderr ---\n{server.stderr_text()}"))
 
 
 def drain(server: Server, client: Any) -> dict[str, str]:

@@ -92,13 +92,15 @@ class Servers:
             server.ensure_dead()
 
 
-def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 15.0, interval: float = 0.01) -> Any:
-    """Poll until `predicate()` is truthy; fail (never hang) if it is not within `timeout`."""
+def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 15.0, interval: float = 0.01,
+             detail: Callable[[], str] | None = None) -> Any:
+    """Poll until `predicate()` is truthy and return its value; fail (never hang) if it is not within
+    `timeout`, with `detail()` in the message. The suite's one poll: every wait for an event comes here."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
+            pytest.fail(f"timed out waiting for {what}" + (f"\n{detail()}" if detail is not None else ""))
         time.sleep(interval)

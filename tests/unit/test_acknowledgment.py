@@ -59,11 +59,10 @@ def test_a_send_is_answered_only_once_its_commit_is_synced(tmp_path: Path) -> No
         sync.go.clear()
         sync.started.clear()
         answer = asyncio.ensure_future(dispatcher.handle(request("SendMessage", {"QueueUrl": url, "MessageBody": "m"})))
-        for _ in range(int(WAIT / 0.005)):
-            if sync.started.is_set():
-                break
-            await asyncio.sleep(0.005)
-        await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(sync.started.wait, WAIT), "the send's commit was never synced"
+        # A round trip through the database thread, whose result comes after the send's: by then
+        # the send has taken every step its commit allowed.
+        await dispatcher._engine._db.run(lambda tx: None)
         assert not answer.done(), "answered while the log sync was held back"
         sync.go.set()
         response = await asyncio.wait_for(answer, WAIT)

@@ -99,7 +99,7 @@ def test_a_write_is_durable_only_after_a_log_sync_that_began_after_its_commit(tm
         durable = asyncio.ensure_future(db.durable())
         await until(sync.started.is_set)
         assert sync.seen_at_start == [{1}], "the sync began before the commit it must cover"
-        await asyncio.sleep(0.05)
+        await db.run(count)  # a round trip through the database thread: the loop has run all it was given
         assert not durable.done(), "durable while the log sync was still running"
         sync.go.set()
         await asyncio.wait_for(durable, WAIT)
@@ -116,7 +116,7 @@ def test_the_next_group_commits_while_the_previous_sync_is_in_flight_and_one_syn
         await until(sync.started.is_set)
         assert await asyncio.gather(db.run(insert(2)), db.run(insert(3))) == [2, 3]  # the thread did not wait
         second = asyncio.ensure_future(db.durable())
-        await asyncio.sleep(0.01)
+        await db.run(count)  # a round trip through the database thread: the loop has run all it was given
         assert not (first.done() or second.done())
         sync.go.set()
         await asyncio.wait_for(asyncio.gather(first, second), WAIT)
@@ -222,7 +222,7 @@ def test_a_read_of_a_commit_whose_sync_fails_is_not_acknowledged(tmp_path: Path)
         await until(sync.started.is_set)
         assert await db.run(count) == 1  # sees the row whose fsync is about to fail
         durable = asyncio.ensure_future(db.durable())
-        await asyncio.sleep(0.01)
+        await db.run(count)  # a round trip through the database thread: the loop has run all it was given
         assert not durable.done()
         sync.go.set()
         with pytest.raises(errors.ServiceUnavailable, match="Restart the server"):

@@ -11,7 +11,7 @@ from typing import Any, Awaitable, Callable
 import pytest
 
 from queueserver import errors
-from queueserver.clock import ManualClock
+from queueserver.clock import ManualClock, SystemClock
 from queueserver.models import NewMessage, StoredMessage, VisibilityChange
 from queueserver.protocol import queue_attributes
 from queueserver.storage import QueueEngine, group_claims
@@ -85,16 +85,36 @@ def test_a_message_past_retention_is_never_delivered_and_is_swept(tmp_path: Path
     run(tmp_path, scenario)
 
 
+async def until(condition: Callable[[], bool]) -> None:
+    """Let the event loop and the database thread run until `condition()` holds (bounded)."""
+    for _ in range(2000):
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the database thread never got there")
+
+
+async def waiting_poll(engine: QueueEngine, clock: ManualClock, queue: Any) -> asyncio.Task:
+    """A long poll (20 s) that has found nothing and waits: its wake-up is pending on the clock.
+    Only a poll already waiting proves a wake-up; one that began late would find the message by its claim."""
+    pending = clock.pending()
+    poll = asyncio.create_task(
+        engine.receive_messages(queue, max_messages=1, visibility_timeout=30, wait_seconds=20))
+    await until(lambda: clock.pending() == pending + 1)
+    assert not poll.done()
+    return poll
+
+
 def test_a_long_poll_wakes_when_the_clock_passes_a_delay(tmp_path: Path) -> None:
     async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
         queue = await make_queue(engine)
         await engine.send_messages(queue, [message(delay=10)], sender_id="me")
-        poll = asyncio.create_task(
-            engine.receive_messages(queue, max_messages=1, visibility_timeout=30, wait_seconds=20))
-        await asyncio.sleep(0.05)
-        assert not poll.done()
-        clock.advance(10_000)
-        received = await asyncio.wait_for(poll, 2)
+        poll = await waiting_poll(engine, clock, queue)
+        clock.advance(9_999)
+        assert clock.pending() == 1, "the delay has not passed: the poll's wake-up is still pending"
+        clock.advance(1)
+        assert clock.pending() == 0, "the clock reached the delay's end: the wake-up fired"
+        received = await asyncio.wait_for(poll, 10)
         assert len(received) == 1
 
     run(tmp_path, scenario)
@@ -103,13 +123,32 @@ def test_a_long_poll_wakes_when_the_clock_passes_a_delay(tmp_path: Path) -> None
 def test_a_long_poll_wakes_on_a_send(tmp_path: Path) -> None:
     async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
         queue = await make_queue(engine)
-        poll = asyncio.create_task(
-            engine.receive_messages(queue, max_messages=1, visibility_timeout=30, wait_seconds=20))
-        await asyncio.sleep(0.05)
+        poll = await waiting_poll(engine, clock, queue)
         await engine.send_messages(queue, [message()], sender_id="me")
-        assert len(await asyncio.wait_for(poll, 2)) == 1
+        # The clock stands still and the poll's 20 s of real time are not up in 10: only the send can end it.
+        assert len(await asyncio.wait_for(poll, 10)) == 1
 
     run(tmp_path, scenario)
+
+
+def test_an_engine_opened_again_resumes_its_manual_clock_where_the_engine_moved_it(tmp_path: Path) -> None:
+    async def main() -> tuple[int, int, int]:
+        path = str(tmp_path / "q.db")
+        first = await QueueEngine.open(path, ManualClock(start_ms=1_000_000))
+        assert first.test_clock is not None
+        await first.test_clock.advance(90_000)
+        await first.close()
+        second = await QueueEngine.open(path, ManualClock(start_ms=5_000_000))  # as a restart makes: a later reading
+        resumed = second.clock.now_ms()
+        await second.close()
+        real = await QueueEngine.open(path, SystemClock())  # the real clock drops the kept reading
+        await real.close()
+        third = await QueueEngine.open(path, ManualClock(start_ms=7_000_000))
+        fresh = third.clock.now_ms()
+        await third.close()
+        return resumed, fresh, first.clock.now_ms()
+
+    assert asyncio.run(main()) == (1_090_000, 7_000_000, 1_090_000)
 
 
 def test_a_failing_operation_does_not_roll_back_its_neighbours(tmp_path: Path) -> None:
@@ -128,7 +167,6 @@ def test_a_failing_operation_does_not_roll_back_its_neighbours(tmp_path: Path) -
 
 
 def test_a_notify_wakes_as_many_polls_as_the_messages_can_feed_plus_one() -> None:
-    from queueserver.clock import SystemClock
     from queueserver.storage.waiters import Waiters
 
     async def main() -> tuple[int, int, int]:
@@ -155,13 +193,6 @@ def test_a_queue_is_seen_from_the_event_loop_only_once_its_create_has_committed(
             running.set()
             assert go.wait(10), "the test never let the group finish"
         return op
-
-    async def until(condition: Callable[[], bool]) -> None:
-        for _ in range(2000):
-            if condition():
-                return
-            await asyncio.sleep(0.005)
-        raise AssertionError("the database thread never got there")
 
     async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
         held = asyncio.ensure_future(engine._db.run(hold(first_running, let_first_go)))

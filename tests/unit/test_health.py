@@ -63,7 +63,7 @@ def test_nothing_is_reported_once_shutdown_has_begun():
     health = Health()
 
     async def main() -> None:
-        task = asyncio.create_task(asyncio.sleep(10))
+        task = asyncio.create_task(asyncio.Event().wait())  # runs until cancelled
         health.watch_task(task, "the retention sweeper")
         await asyncio.sleep(0)
         health.stopping = True
@@ -93,7 +93,7 @@ def test_a_task_cancelled_before_shutdown_is_reported():
     health = Health()
 
     async def main() -> None:
-        task = asyncio.create_task(asyncio.sleep(10))
+        task = asyncio.create_task(asyncio.Event().wait())  # runs until cancelled
         health.watch_task(task, "the retention sweeper")
         await asyncio.sleep(0)
         task.cancel()
