@@ -47,21 +47,31 @@ Identity = tuple[int, int] | None
 # million messages; here the visible ones are counted in the visibility index alone (~25 ms a
 # million), and only hidden (in flight, delayed) and expired rows are read from the table.
 # The next visible_at and the oldest enqueue say when the counts change without a write.
+# A subscription's deliveries not yet taken from its queue's fanout_log count as its messages
+# (storage/subscriptions.py); for a queue, `pending` is one probe of `subscriptions` that finds nothing.
 _COUNTS = """
 WITH hidden AS (
     SELECT coalesce(sum(receive_count > 0), 0) AS in_flight, coalesce(sum(receive_count = 0), 0) AS delayed,
            min(visible_at_ms) AS next_visible
     FROM messages INDEXED BY messages_by_visibility
-    WHERE queue_id = :queue_id AND visible_at_ms > :now AND enqueued_at_ms > :cutoff)
+    WHERE queue_id = :queue_id AND visible_at_ms > :now AND enqueued_at_ms > :cutoff),
+pending AS (
+    SELECT coalesce(sum(f.visible_at_ms <= :now), 0) AS visible, coalesce(sum(f.visible_at_ms > :now), 0) AS delayed,
+           min(CASE WHEN f.visible_at_ms > :now THEN f.visible_at_ms END) AS next_visible,
+           min(f.enqueued_at_ms) AS oldest
+    FROM subscriptions s JOIN fanout_log f ON f.queue_id = s.queue_id AND f.id > s.delivered_up_to
+    WHERE s.id = :queue_id AND f.enqueued_at_ms > :cutoff)
 SELECT
     (SELECT count(*) FROM messages INDEXED BY messages_by_visibility
      WHERE queue_id = :queue_id AND visible_at_ms <= :now)
     - (SELECT count(*) FROM messages INDEXED BY messages_by_enqueue
-       WHERE queue_id = :queue_id AND enqueued_at_ms <= :cutoff AND visible_at_ms <= :now),
-    in_flight, delayed, next_visible,
-    (SELECT min(enqueued_at_ms) FROM messages INDEXED BY messages_by_enqueue
-     WHERE queue_id = :queue_id AND enqueued_at_ms > :cutoff)
-FROM hidden
+       WHERE queue_id = :queue_id AND enqueued_at_ms <= :cutoff AND visible_at_ms <= :now)
+    + pending.visible,
+    in_flight, hidden.delayed + pending.delayed,
+    coalesce(min(hidden.next_visible, pending.next_visible), hidden.next_visible, pending.next_visible),
+    coalesce(min(oldest_row, pending.oldest), oldest_row, pending.oldest)
+FROM hidden, pending, (SELECT min(enqueued_at_ms) AS oldest_row FROM messages INDEXED BY messages_by_enqueue
+                       WHERE queue_id = :queue_id AND enqueued_at_ms > :cutoff)
 """
 
 # A keyset page through messages_by_queue (migration 0002): the same cost at any depth. Named,
@@ -80,7 +90,9 @@ _RUNNING_MOVE_TASKS = (
 
 _QUEUE_TOTALS = (
     "SELECT q.region, q.account, q.name,"
-    " (SELECT count(*) FROM messages WHERE queue_id = q.id),"
+    " (SELECT count(*) FROM messages WHERE queue_id = q.id)"
+    " + (SELECT count(*) FROM subscriptions s JOIN fanout_log f ON f.queue_id = s.queue_id"
+    "    AND f.id > s.delivered_up_to WHERE s.id = q.id),"
     " (SELECT count(*) FROM messages INDEXED BY messages_by_visibility"
     "  WHERE queue_id = q.id AND visible_at_ms > ? AND receive_count > 0)"
     " FROM queues q ORDER BY q.region, q.account, q.name"
