@@ -9,6 +9,7 @@ Starlette serves the rest (the test clock), where convenience matters more.
 from __future__ import annotations
 
 import json
+import math
 import time
 from bisect import bisect_left
 from typing import Any, Awaitable, Callable
@@ -21,6 +22,7 @@ from starlette.routing import Route
 from queueserver import errors
 from queueserver.auth import Authenticator
 from queueserver.browser_guard import BrowserGuard
+from queueserver.client_text import json_document
 from queueserver.clock import ManualClock
 from queueserver.config import ServerConfig
 from queueserver.console import CONSOLE_PREFIX, create_console
@@ -32,6 +34,7 @@ from queueserver.storage import QueueEngine
 from queueserver.tallies import LATENCY_BOUNDS, RequestTally
 
 CLOCK_PATH = "/_queueserver/clock"
+MAX_CLOCK_ADVANCE_SECONDS = 1e9  # ~31 years at a time
 OPERATIONS_PATHS = frozenset({"/metrics", "/health", "/ready"})  # GET only; no queue URL has one path segment
 _SPECIAL_PATHS = OPERATIONS_PATHS | {CLOCK_PATH}
 
@@ -81,6 +84,20 @@ async def _read_body(headers: dict[str, str], receive: Any, limit: int,
         chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
+
+
+def _advance_seconds(document: Any) -> float | None:
+    """The clock endpoint's `advance_seconds` (a number, or a number as text), if it is a finite one
+    within MAX_CLOCK_ADVANCE_SECONDS (a later instant must still fit SQLite's integers)."""
+    value = document.get("advance_seconds", 0) if isinstance(document, dict) else None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value) if value <= MAX_CLOCK_ADVANCE_SECONDS else None
 
 
 def _start_message(response: HttpResponse) -> dict[str, Any]:
@@ -182,10 +199,10 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
         if not isinstance(manual, ManualClock):
             return JSONResponse({"message": "the test clock is off; start the server with --test-clock"}, 404)
         if request.method == "POST":
-            try:
-                seconds = float(json.loads(await request.body() or b"{}").get("advance_seconds", 0))
-            except (ValueError, TypeError, AttributeError):
-                return JSONResponse({"message": 'expected {"advance_seconds": <number>}'}, 400)
+            seconds = _advance_seconds(json_document(await request.body() or b"{}"))
+            if seconds is None:
+                return JSONResponse({"message": 'expected {"advance_seconds": <number>}, at most '
+                                                f'{MAX_CLOCK_ADVANCE_SECONDS:.0f}'}, 400)
             if seconds < 0:
                 return JSONResponse({"message": "the clock does not go backwards"}, 400)
             manual.advance(round(seconds * 1000))
