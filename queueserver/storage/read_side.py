@@ -16,6 +16,9 @@ Which reads go where, and why:
   would only add a hand-off, and the memory view is exact at COMMIT (read-your-writes: CreateQueue
   then GetQueueAttributes shows the attributes set).
 
+A read that SQLite fails (the file unreadable, corrupted, replaced, locked) is answered 503
+ServiceUnavailable as a failed write is, logged once until reads work again.
+
 Read-your-writes: a read begins after the COMMIT of every change already answered (results come at
 COMMIT), so it sees them; counts are approximate by SQS's definition and may be served from a
 cache (see `count_cache.py`), attributes never are.
@@ -29,7 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
+import sqlite3
 import time
 from pathlib import Path
 from typing import AsyncIterator
@@ -38,6 +43,9 @@ import aiosqlite
 
 from queueserver.models import BrowsedMessage, QueueCounts
 from queueserver.storage.rows import BODY_COLUMNS, BROWSED_COLUMNS, browsed_messages, qualified
+from queueserver.storage.sqlite_file import describe, unavailable
+
+log = logging.getLogger(__name__)
 
 READERS = 2  # the event loop and the writer use the rest of a small machine
 FILE_CHECK_SECONDS = 0.25  # as often as the writer looks whether its file was replaced
@@ -110,6 +118,7 @@ class ReadSide:
         for item in connections:
             self._idle.put_nowait(item)
         self._count = len(connections)
+        self._failing: str | None = None  # why reads failed last, until one succeeds
 
     @classmethod
     async def open(cls, path: str, readers: int = READERS) -> "ReadSide":
@@ -131,6 +140,7 @@ class ReadSide:
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[aiosqlite.Connection]:
+        """An idle connection for one read; SQLite's failures leave as ServiceUnavailable."""
         conn, identity = await self._idle.get()
         try:
             if time.monotonic() - self._checked_at >= FILE_CHECK_SECONDS:
@@ -142,6 +152,17 @@ class ReadSide:
                 await conn.close()
                 conn, identity = fresh
             yield conn
+        except sqlite3.Error as exc:
+            reason = describe(exc)
+            if self._failing != reason:
+                log.error("reads from the message store fail: %s (%s: %s); requests that read get 503 until "
+                          "it clears", reason, type(exc).__name__, exc)
+                self._failing = reason
+            raise unavailable(reason) from None
+        else:
+            if self._failing is not None:
+                log.warning("reads from the message store work again")
+                self._failing = None
         finally:
             self._idle.put_nowait((conn, identity))
 
