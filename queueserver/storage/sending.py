@@ -83,7 +83,6 @@ class Sending:
         """Give the subscription the deliveries of what was sent to its queue since it last took them."""
         self._next_row_id += subscriptions.deliver(tx.conn, subscription.id, self._next_row_id)
 
-
     def create_subscription(self, tx: Transaction, queue: Queue, name: str, start_from_all: bool,
                             now: int) -> Queue:
         """Create the subscription, or return the existing one of that name (as CreateQueue does)."""
