@@ -27,6 +27,7 @@ from starlette.routing import Route
 from queueserver import errors
 from queueserver.auth import Authenticator
 from queueserver.browser_guard import BrowserGuard
+from queueserver.client_text import json_document
 from queueserver.clock import MAX_ADVANCE_SECONDS
 from queueserver.config import ServerConfig
 from queueserver.console import CONSOLE_PREFIX, create_console
@@ -217,10 +218,7 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
         if manual is None:
             return JSONResponse({"message": "the test clock is off; start the server with --test-clock"}, 404)
         if request.method == "POST":
-            try:
-                document = json.loads(body or b"{}")
-            except (ValueError, RecursionError):  # RecursionError: brackets nested past the parser's depth
-                document = None
+            document = json_document(body or b"{}")
             seconds = document.get("advance_seconds", 0) if isinstance(document, dict) else None
             if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
                 return JSONResponse({"message": 'expected {"advance_seconds": <a number of seconds>}'}, 400)

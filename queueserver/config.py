@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queueserver.errors import ConfigError
+from queueserver.extensions import MAX_SUBSCRIPTIONS
 from queueserver.limits import DEFAULT_ACCOUNT, DEFAULT_REGION, IN_FLIGHT_LIMIT
 
 
@@ -69,6 +70,9 @@ class ServerConfig:
     keep_alive_timeout: float = setting(5.0, "seconds an idle connection is kept open between requests",
                                         group=_LIMITS)
     max_connections: int = setting(1000, "connections beyond it are answered 503 and closed at once", group=_LIMITS)
+    # Each subscription is a receiver every send reaches (README, "Extension: subscriptions").
+    max_subscriptions: int = setting(MAX_SUBSCRIPTIONS, "subscriptions one queue may have; one more gets OverLimit",
+                                     group=_LIMITS)
     allowed_origins: tuple[str, ...] = setting(
         (), "a web origin (https://app.example.com, or *) whose browser requests are served, with CORS; "
             "repeat or separate with commas. Others are refused", name="allow_origin", group=_BROWSERS,

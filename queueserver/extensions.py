@@ -9,3 +9,4 @@ MAX_BROWSE = 1000  # the most messages one browse page returns
 CREATE_SUBSCRIPTION_ACTION = "QueueserverCreateSubscription"
 DELETE_SUBSCRIPTION_ACTION = "QueueserverDeleteSubscription"
 LIST_SUBSCRIPTIONS_ACTION = "QueueserverListSubscriptions"
+MAX_SUBSCRIPTIONS = 100  # per queue, by default (--max-subscriptions)

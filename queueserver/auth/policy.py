@@ -10,7 +10,6 @@ means less than it says.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from enum import Enum
@@ -18,6 +17,7 @@ from typing import Any
 
 from queueserver.auth.conditions import Condition, parse_conditions
 from queueserver.auth.wildcards import Wildcard
+from queueserver.client_text import MAX_JSON_DEPTH, json_document
 from queueserver.errors import ConditionError, PolicyError
 
 
@@ -186,10 +186,9 @@ class Policy:
 
 def parse_policy(text: str, *, resource_policy: bool) -> Policy:
     """A queue policy (resource_policy: each statement names a Principal) or a key's identity policy."""
-    try:
-        document = json.loads(text)
-    except ValueError:
-        raise PolicyError("the policy is not valid JSON") from None
+    document = json_document(text)
+    if document is None:
+        raise PolicyError(f"the policy is not valid JSON (nor nested more than {MAX_JSON_DEPTH} deep)")
     if not isinstance(document, dict):
         raise PolicyError("the policy must be a JSON object")
     statements = document.get("Statement")

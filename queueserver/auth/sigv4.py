@@ -28,6 +28,7 @@ from urllib.parse import quote, unquote_plus
 from queueserver import errors
 from queueserver.auth.credentials import AccessKey, CredentialStore
 from queueserver.limits import REGION_NAME
+from queueserver.client_text import whole_number
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "sqs"
@@ -199,13 +200,13 @@ class SigV4Verifier:
             raise errors.IncompleteSignature(f"Unsupported AWS 'algorithm': '{fields['X-Amz-Algorithm']}'.")
         if "X-Amz-Security-Token" in fields:
             raise errors.InvalidClientTokenId()
-        expires = fields["X-Amz-Expires"]
-        if not expires.isdigit() or not 1 <= int(expires) <= MAX_PRESIGNED_SECONDS:
+        expires = whole_number(fields["X-Amz-Expires"], MAX_PRESIGNED_SECONDS)
+        if not expires:
             raise errors.IncompleteSignature(
                 f"X-Amz-Expires must be a number of seconds from 1 to {MAX_PRESIGNED_SECONDS}.")
         canonical_query = _canonical_query([(k, v) for k, v in pairs if k != "X-Amz-Signature"])
         return self._check(request, fields["X-Amz-Credential"], fields["X-Amz-Date"], fields["X-Amz-SignedHeaders"],
-                           fields["X-Amz-Signature"], canonical_query, now_ms, expires_s=int(expires))
+                           fields["X-Amz-Signature"], canonical_query, now_ms, expires_s=expires)
 
     @staticmethod
     def _payload_hashes(request: Signed, presigned: bool) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queueserver import errors
+from queueserver.client_text import whole_number
 from queueserver.console.access import Viewer
 from queueserver.console.calls import SqsCalls
 from queueserver.extensions import CREATE_SUBSCRIPTION_ACTION, DELETE_SUBSCRIPTION_ACTION
@@ -106,7 +107,8 @@ async def run(calls: SqsCalls, viewer: Viewer, action: str, target: Target, fiel
     if action == "redrive":
         move: dict[str, Any] = {"SourceArn": target.arn}
         if fields.get("rate"):  # SQS validates it (1-500)
-            move["MaxNumberOfMessagesPerSecond"] = int(fields["rate"]) if fields["rate"].isdigit() else -1
+            rate = whole_number(fields["rate"])
+            move["MaxNumberOfMessagesPerSecond"] = -1 if rate is None else rate
         started = await calls.call("StartMessageMoveTask", target.region, move, caller)
         return Done(f"Redrive started (task {started['TaskHandle'][:12]}…).")
     await calls.call("CancelMessageMoveTask", target.region, {"TaskHandle": fields.get("task_handle", "")}, caller)

@@ -237,7 +237,12 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         Route("/queues/{region}/{account}/{name}/{action}", post, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    inner = Starlette(routes=[Mount(CONSOLE_PREFIX, routes=routes)])
+    async def unavailable(request: Request, exc: Exception) -> Response:
+        """The storage failing under a page (its counts, its messages): 503, as the API answers."""
+        return PlainTextResponse(str(exc), 503, headers={"retry-after": "1"})
+
+    inner = Starlette(routes=[Mount(CONSOLE_PREFIX, routes=routes)],
+                      exception_handlers={errors.ServiceUnavailable: unavailable})
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         request = Request(scope, receive)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from queueserver import errors
+from queueserver.client_text import whole_number
 from queueserver.extensions import MAX_BROWSE
 from queueserver.models import SUBSCRIPTION_SEPARATOR, BrowsedMessage, Queue
 from queueserver.protocol import messages, params
@@ -31,11 +32,11 @@ async def browse_messages(engine: QueueEngine, ctx: RequestContext, p: dict[str,
     limit = params.integer(p, "MaxNumberOfMessages", DEFAULT_BROWSE, 1, MAX_BROWSE,
                            f"Must be between 1 and {MAX_BROWSE}, if provided.")
     token = params.string(p, "NextToken")
-    after = 0
+    after: int | None = 0
     if token:
-        if not token.isdigit():
+        after = whole_number(token)  # a row id: the position of the last message of the page before
+        if after is None:
             raise errors.InvalidParameterValue("Invalid NextToken value.")
-        after = int(token)
     attribute_names = params.string_list(p, "MessageAttributeNames") if "MessageAttributeNames" in p else ["All"]
     assert limit is not None
     browsed = await engine.browse_messages(queue, after=after, limit=limit)

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from queueserver import errors, limits
+from queueserver.client_text import json_document
 from queueserver.models import SUBSCRIPTION_SEPARATOR, Queue
 from queueserver.protocol import params, queue_attributes, redrive_policy
 from queueserver.protocol.messages import first_invalid_character
@@ -330,11 +331,13 @@ async def remove_permission(engine: QueueEngine, ctx: RequestContext, p: dict[st
 
 def _policy(attributes: dict[str, str], queue: Queue) -> dict[str, Any]:
     if "Policy" in attributes:
-        policy = json.loads(attributes["Policy"])
-        policy.setdefault("Statement", [])
-        if isinstance(policy["Statement"], dict):
-            policy["Statement"] = [policy["Statement"]]
-        return policy
+        policy = json_document(attributes["Policy"])
+        statements = queue_attributes.policy_statements(policy)
+        if statements is None:  # stored before SetQueueAttributes checked its statements
+            raise errors.InvalidAttributeValue(
+                "Invalid value for the parameter Policy. Reason: the queue's policy has no Statement list to "
+                "change; set a valid one with SetQueueAttributes first.")
+        return {**policy, "Statement": statements}
     return {"Version": "2008-10-17", "Id": f"{queue.arn}/SQSDefaultPolicy", "Statement": []}
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Callable
 
 from queueserver import errors, limits
+from queueserver.client_text import json_document
 from queueserver.protocol.messages import first_invalid_character
 
 # Attributes a client may set, with the check that normalises each value.
@@ -41,16 +41,26 @@ def _choice(*choices: str) -> Checker:
     return check
 
 
-def _json_object(name: str, value: str) -> str:
+def _policy(name: str, value: str) -> str:
+    """A policy document whose statements AddPermission and RemovePermission can change (SQS checks
+    the whole grammar; its Statement is what those two rely on)."""
     if value == "":
         return value
-    try:
-        parsed = json.loads(value)
-    except ValueError:
-        raise _bad(name) from None
-    if not isinstance(parsed, dict):
+    if policy_statements(json_document(value)) is None:
         raise _bad(name)
     return value
+
+
+def policy_statements(policy: object) -> list[dict] | None:
+    """The statements of a parsed Policy (absent: none), or None if it is not a policy document."""
+    if not isinstance(policy, dict):
+        return None
+    statements = policy.get("Statement", [])
+    if isinstance(statements, dict):
+        statements = [statements]
+    if not isinstance(statements, list) or not all(isinstance(s, dict) for s in statements):
+        return None
+    return statements
 
 
 def _any_string(name: str, value: str) -> str:
@@ -81,7 +91,7 @@ SETTABLE: dict[str, Checker] = {
     "MessageRetentionPeriod": _integer(limits.MIN_RETENTION_SECONDS, limits.MAX_RETENTION_SECONDS),
     "ReceiveMessageWaitTimeSeconds": _integer(0, limits.MAX_WAIT_TIME_SECONDS),
     "VisibilityTimeout": _integer(0, limits.MAX_VISIBILITY_TIMEOUT_SECONDS),
-    "Policy": _json_object,
+    "Policy": _policy,
     "RedrivePolicy": _any_string,  # checked against the queues in redrive_policy.py
     "RedriveAllowPolicy": _any_string,
     "KmsMasterKeyId": _any_string,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from typing import Any
 
 from queueserver import errors, limits
+from queueserver.client_text import json_document
 from queueserver.models import Queue, parse_arn
 from queueserver.protocol import params
 from queueserver.protocol.params import RequestContext
@@ -119,8 +119,8 @@ async def cancel_message_move_task(engine: QueueEngine, ctx: RequestContext, p: 
 def _source_arn_of(handle: str) -> str:
     """The source queue ARN a task handle names (base64 of JSON with taskId and sourceArn)."""
     try:
-        named = json.loads(base64.b64decode(handle, validate=True))
-    except (binascii.Error, ValueError):
+        named = json_document(base64.b64decode(handle, validate=True))
+    except (binascii.Error, ValueError):  # ValueError: not ASCII, so not base64
         named = None
     if not isinstance(named, dict) or not isinstance(named.get("taskId"), str) \
             or not isinstance(named.get("sourceArn"), str):

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from queueserver import errors
+from queueserver.client_text import json_document, whole_number
 from queueserver.models import Queue, parse_arn
 from queueserver.protocol.params import RequestContext
 from queueserver.storage import QueueEngine
@@ -19,10 +20,7 @@ def _invalid(name: str, value: str, reason: str) -> errors.InvalidAttributeValue
 
 
 def _object(name: str, value: str) -> dict[str, Any]:
-    try:
-        parsed = json.loads(value)
-    except ValueError:
-        parsed = None
+    parsed = json_document(value)
     if not isinstance(parsed, dict):
         raise _invalid(name, value, f"{name} is not a valid JSON object.")
     return parsed
@@ -40,12 +38,12 @@ def check_redrive_policy(engine: QueueEngine, ctx: RequestContext, source_name: 
     if "maxReceiveCount" not in policy:
         raise _invalid("RedrivePolicy", value, "Redrive policy does not contain mandatory attribute: maxReceiveCount.")
     raw_count = policy["maxReceiveCount"]
-    count = 0
+    count: int | None = 0
     if isinstance(raw_count, int) and not isinstance(raw_count, bool):
         count = raw_count
-    elif isinstance(raw_count, str) and raw_count.strip().isdigit():
-        count = int(raw_count)
-    if not 1 <= count <= MAX_RECEIVE_COUNT:
+    elif isinstance(raw_count, str):
+        count = whole_number(raw_count.strip())
+    if count is None or not 1 <= count <= MAX_RECEIVE_COUNT:
         raise _invalid("RedrivePolicy", value,
                        f"Invalid value for maxReceiveCount: {raw_count}, valid values are from 1 to {MAX_RECEIVE_COUNT} both inclusive.")
     unknown = set(policy) - {"deadLetterTargetArn", "maxReceiveCount"}

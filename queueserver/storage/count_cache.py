@@ -88,6 +88,12 @@ class CountCache:
         """The queue's messages changed (committed): the next caller gets counts read after this."""
         self._versions[queue_id] = self._versions.get(queue_id, 0) + 1
 
+    def changed_all(self, queue_ids: list[int]) -> None:
+        """`changed` for each (a send's subscriptions, in one callback at COMMIT)."""
+        versions = self._versions
+        for queue_id in queue_ids:
+            versions[queue_id] = versions.get(queue_id, 0) + 1
+
     def forget(self, queue_id: int) -> None:
         """A deleted queue's entry (its id is never used again)."""
         self._entries.pop(queue_id, None)

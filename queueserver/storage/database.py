@@ -41,7 +41,7 @@ from queueserver.storage import write_back
 from queueserver.tallies import StorageTally
 from queueserver.storage.health import Health
 from queueserver.storage.loop_calls import call_on_loops, resolve, yield_to_the_event_loop
-from queueserver.storage.sqlite_file import connect, describe, lock_file
+from queueserver.storage.sqlite_file import connect, describe, lock_file, unavailable
 from queueserver.storage.syncer import Syncer
 
 log = logging.getLogger(__name__)
@@ -282,8 +282,7 @@ class Database:
                       reason, type(exc).__name__, exc)
             self._failing = reason
         self._recovering_since = None  # a disk with room for one more small group is still full
-        return errors.ServiceUnavailable(
-            f"The message store is unavailable: {reason}. Nothing was changed; try again.")
+        return unavailable(reason)
 
     def _note_recovery(self) -> None:
         """Log the end of an outage once writes have succeeded for RECOVERY_SECONDS without a failure."""

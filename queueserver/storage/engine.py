@@ -17,12 +17,13 @@ from typing import Awaitable, Callable
 
 from queueserver import errors
 from queueserver.clock import Clock, ManualClock
+from queueserver.extensions import MAX_SUBSCRIPTIONS
 from queueserver.limits import IN_FLIGHT_LIMIT
 from queueserver.models import (
     BrowsedMessage, EntryOutcome, MoveTask, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage,
     VisibilityChange,
 )
-from queueserver.storage import clock_store, message_store, queue_store
+from queueserver.storage import clock_store, message_store, queue_store, subscriptions
 from queueserver.storage.clock_store import KeptClock
 from queueserver.storage.cooldowns import Cooldowns
 from queueserver.storage.count_cache import MAX_AGE_SECONDS, CountCache
@@ -46,7 +47,7 @@ from queueserver.tallies import SIZE_BOUNDS, QueueTally
 class QueueEngine:
     def __init__(self, db: Database, reads: ReadSide, clock: Clock, signer: ReceiptSigner, queues: list[Queue],
                  next_row_id: int, *, enforce_cooldowns: bool, in_flight_limit: int, fifo_in_flight_limit: int,
-                 counts_max_age: float) -> None:
+                 counts_max_age: float, max_subscriptions: int) -> None:
         self._db = db
         self._reads = reads
         self._counts = CountCache(reads.counts, clock, counts_max_age)
@@ -56,9 +57,10 @@ class QueueEngine:
         self._cooldowns = Cooldowns(enforce_cooldowns)
         self._loop = asyncio.get_running_loop()
         self._waiters = Waiters(clock, self._loop)
-        self._sending = Sending(self._queues, next_row_id, self._counts_change, self._wake_at_commit)
+        self._sending = Sending(self._queues, next_row_id, self._counts_change, self._counts_change_all,
+                                self._wake_at_commit, max_subscriptions)
         self._receiving = Receiving(self._queues, signer, in_flight_limit, fifo_in_flight_limit,
-                                    self._counts_change)
+                                    self._counts_change, self._sending.deliver)
         self.health = db.health  # what a readiness check reports: False once a background worker ended
         self._sweeper = RetentionSweeper(db, clock, self._queues.in_transaction)
         self._traffic = Traffic()  # sent/received per minute, for the console
@@ -74,6 +76,7 @@ class QueueEngine:
                    in_flight_limit: int = IN_FLIGHT_LIMIT,
                    fifo_in_flight_limit: int = IN_FLIGHT_LIMIT,
                    counts_max_age: float = MAX_AGE_SECONDS,
+                   max_subscriptions: int = MAX_SUBSCRIPTIONS,
                    sync_log: Callable[[int], None] = os.fdatasync) -> "QueueEngine":
         loop = asyncio.get_running_loop()
         path = os.path.realpath(path)  # SQLite keeps a symlinked file's -wal beside the target; so must we
@@ -95,7 +98,8 @@ class QueueEngine:
             clock.resume_at(clock_reading)
         engine = cls(db, reads, clock, ReceiptSigner(secret), queues, highest + 1,
                      enforce_cooldowns=enforce_cooldowns, in_flight_limit=in_flight_limit,
-                     fifo_in_flight_limit=fifo_in_flight_limit, counts_max_age=counts_max_age)
+                     fifo_in_flight_limit=fifo_in_flight_limit, counts_max_age=counts_max_age,
+                     max_subscriptions=max_subscriptions)
         try:
             await engine._move_tasks.resume()
         except BaseException:  # the readers' threads would keep the process alive
@@ -170,9 +174,13 @@ class QueueEngine:
         def delete(tx: Transaction) -> list[Queue]:
             # A queue takes its subscriptions along.
             gone = [self._queues.require(queue)] + self._queues.subscribers(queue)
+            for each in gone:  # before the queue's log goes with it
+                if each.subscribed_to is not None:
+                    subscriptions.skip(tx.conn, each.id)
             for each in gone:
                 message_store.delete_all(tx.conn, each.id)
                 message_store.forget_queue(tx.conn, each.id)
+                subscriptions.remove(tx.conn, each.id)
                 queue_store.delete(tx.conn, each.id)
                 self._queues.set(tx, each.key, None)
             return gone
@@ -213,6 +221,8 @@ class QueueEngine:
         def purge(tx: Transaction) -> None:
             # A queue's purge empties its subscriptions too.
             for each in [self._queues.require(queue)] + self._queues.subscribers(queue):
+                if each.subscribed_to is not None:
+                    subscriptions.skip(tx.conn, each.id)
                 message_store.delete_all(tx.conn, each.id)
                 message_store.forget_deduplication(tx.conn, each.id)
                 self._receiving.purged(each.id)
@@ -347,6 +357,8 @@ class QueueEngine:
 
     async def browse_messages(self, queue: Queue, *, after: int, limit: int) -> list[BrowsedMessage]:
         """The queue's messages in send order, read without receiving them (an extension to SQS)."""
+        if queue.subscribed_to is not None:  # its deliveries not yet taken, in their place
+            await self._db.run(lambda tx: self._sending.deliver(tx, queue))
         now = self._clock.now_ms()
         return await self._reads.browse(queue.id, queue.fifo, after, limit, now, retention_cutoff(queue, now))
 
@@ -373,6 +385,9 @@ class QueueEngine:
     def _counts_change(self, tx: Transaction, queue_id: int) -> None:
         """The queue's counts change at this operation's COMMIT, before any answer, even if its caller has gone."""
         tx.on_commit(functools.partial(self._counts.changed, queue_id))  # a partial: no frame of its own
+
+    def _counts_change_all(self, tx: Transaction, queue_ids: list[int]) -> None:
+        tx.on_commit(functools.partial(self._counts.changed_all, queue_ids))
 
     def _wake_at_commit(self, tx: Transaction, queue_id: int, count: int) -> None:
         """Wake the queue's long polls at COMMIT (a poll that registers later claims after this commit)."""

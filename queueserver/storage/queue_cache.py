@@ -71,6 +71,14 @@ class QueueCache:
         """The queue's subscriptions, by name."""
         return self._subscribers(queue, self._queues)
 
+    def subscriber_ids(self, queue: Queue) -> list[int]:
+        """The ids of the queue's subscriptions, in no order (asked on every send)."""
+        keys = self._subscription_keys.get(queue.key)
+        if not keys:
+            return []
+        view = self._queues
+        return [view[key].id for key in keys if key in view]
+
     def set(self, tx: Transaction, key: QueueKey, queue: Queue | None) -> None:
         """Change the database thread's view now (undone if the group rolls back), the loop's at COMMIT."""
         previous = self._queues.get(key)

@@ -16,6 +16,9 @@ Which reads go where, and why:
   would only add a hand-off, and the memory view is exact at COMMIT (read-your-writes: CreateQueue
   then GetQueueAttributes shows the attributes set).
 
+A read that SQLite fails (the file unreadable, corrupted, replaced, locked) is answered 503
+ServiceUnavailable as a failed write is, logged once until reads work again.
+
 Read-your-writes: a read begins after the COMMIT of every change already answered (results come at
 COMMIT), so it sees them; counts are approximate by SQS's definition and may be served from a
 cache (see `count_cache.py`), attributes never are.
@@ -29,7 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
+import sqlite3
 import time
 from pathlib import Path
 from typing import AsyncIterator
@@ -38,6 +43,9 @@ import aiosqlite
 
 from queueserver.models import BrowsedMessage, QueueCounts
 from queueserver.storage.rows import BODY_COLUMNS, BROWSED_COLUMNS, browsed_messages, qualified
+from queueserver.storage.sqlite_file import describe, unavailable
+
+log = logging.getLogger(__name__)
 
 READERS = 2  # the event loop and the writer use the rest of a small machine
 FILE_CHECK_SECONDS = 0.25  # as often as the writer looks whether its file was replaced
@@ -47,21 +55,31 @@ Identity = tuple[int, int] | None
 # million messages; here the visible ones are counted in the visibility index alone (~25 ms a
 # million), and only hidden (in flight, delayed) and expired rows are read from the table.
 # The next visible_at and the oldest enqueue say when the counts change without a write.
+# A subscription's deliveries not yet taken from its queue's fanout_log count as its messages
+# (storage/subscriptions.py); for a queue, `pending` is one probe of `subscriptions` that finds nothing.
 _COUNTS = """
 WITH hidden AS (
     SELECT coalesce(sum(receive_count > 0), 0) AS in_flight, coalesce(sum(receive_count = 0), 0) AS delayed,
            min(visible_at_ms) AS next_visible
     FROM messages INDEXED BY messages_by_visibility
-    WHERE queue_id = :queue_id AND visible_at_ms > :now AND enqueued_at_ms > :cutoff)
+    WHERE queue_id = :queue_id AND visible_at_ms > :now AND enqueued_at_ms > :cutoff),
+pending AS (
+    SELECT coalesce(sum(f.visible_at_ms <= :now), 0) AS visible, coalesce(sum(f.visible_at_ms > :now), 0) AS delayed,
+           min(CASE WHEN f.visible_at_ms > :now THEN f.visible_at_ms END) AS next_visible,
+           min(f.enqueued_at_ms) AS oldest
+    FROM subscriptions s JOIN fanout_log f ON f.queue_id = s.queue_id AND f.id > s.delivered_up_to
+    WHERE s.id = :queue_id AND f.enqueued_at_ms > :cutoff)
 SELECT
     (SELECT count(*) FROM messages INDEXED BY messages_by_visibility
      WHERE queue_id = :queue_id AND visible_at_ms <= :now)
     - (SELECT count(*) FROM messages INDEXED BY messages_by_enqueue
-       WHERE queue_id = :queue_id AND enqueued_at_ms <= :cutoff AND visible_at_ms <= :now),
-    in_flight, delayed, next_visible,
-    (SELECT min(enqueued_at_ms) FROM messages INDEXED BY messages_by_enqueue
-     WHERE queue_id = :queue_id AND enqueued_at_ms > :cutoff)
-FROM hidden
+       WHERE queue_id = :queue_id AND enqueued_at_ms <= :cutoff AND visible_at_ms <= :now)
+    + pending.visible,
+    in_flight, hidden.delayed + pending.delayed,
+    coalesce(min(hidden.next_visible, pending.next_visible), hidden.next_visible, pending.next_visible),
+    coalesce(min(oldest_row, pending.oldest), oldest_row, pending.oldest)
+FROM hidden, pending, (SELECT min(enqueued_at_ms) AS oldest_row FROM messages INDEXED BY messages_by_enqueue
+                       WHERE queue_id = :queue_id AND enqueued_at_ms > :cutoff)
 """
 
 # A keyset page through messages_by_queue (migration 0002): the same cost at any depth. Named,
@@ -80,7 +98,9 @@ _RUNNING_MOVE_TASKS = (
 
 _QUEUE_TOTALS = (
     "SELECT q.region, q.account, q.name,"
-    " (SELECT count(*) FROM messages WHERE queue_id = q.id),"
+    " (SELECT count(*) FROM messages WHERE queue_id = q.id)"
+    " + (SELECT count(*) FROM subscriptions s JOIN fanout_log f ON f.queue_id = s.queue_id"
+    "    AND f.id > s.delivered_up_to WHERE s.id = q.id),"
     " (SELECT count(*) FROM messages INDEXED BY messages_by_visibility"
     "  WHERE queue_id = q.id AND visible_at_ms > ? AND receive_count > 0)"
     " FROM queues q ORDER BY q.region, q.account, q.name"
@@ -98,6 +118,7 @@ class ReadSide:
         for item in connections:
             self._idle.put_nowait(item)
         self._count = len(connections)
+        self._failing: str | None = None  # why reads failed last, until one succeeds
 
     @classmethod
     async def open(cls, path: str, readers: int = READERS) -> "ReadSide":
@@ -119,6 +140,7 @@ class ReadSide:
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[aiosqlite.Connection]:
+        """An idle connection for one read; SQLite's failures leave as ServiceUnavailable."""
         conn, identity = await self._idle.get()
         try:
             if time.monotonic() - self._checked_at >= FILE_CHECK_SECONDS:
@@ -130,6 +152,17 @@ class ReadSide:
                 await conn.close()
                 conn, identity = fresh
             yield conn
+        except sqlite3.Error as exc:
+            reason = describe(exc)
+            if self._failing != reason:
+                log.error("reads from the message store fail: %s (%s: %s); requests that read get 503 until "
+                          "it clears", reason, type(exc).__name__, exc)
+                self._failing = reason
+            raise unavailable(reason) from None
+        else:
+            if self._failing is not None:
+                log.warning("reads from the message store work again")
+                self._failing = None
         finally:
             self._idle.put_nowait((conn, identity))
 

@@ -24,8 +24,10 @@ ClaimResult = tuple[list[ReceivedMessage], int | None, tuple[int, int] | None]
 
 class Receiving:
     def __init__(self, queues: QueueCache, signer: ReceiptSigner, in_flight_limit: int, fifo_in_flight_limit: int,
-                 counts_change: Callable[[Transaction, int], None]) -> None:
+                 counts_change: Callable[[Transaction, int], None],
+                 deliver: Callable[[Transaction, Queue], None]) -> None:
         self._queues = queues
+        self._deliver = deliver  # a subscription's deliveries not yet taken (sending.py)
         self._signer = signer
         self.in_flight_limit = in_flight_limit
         self._fifo_in_flight_limit = fifo_in_flight_limit
@@ -51,6 +53,8 @@ class Receiving:
     def claim(self, tx: Transaction, queue: Queue, now: int, *, max_messages: int, visibility_timeout: int,
               attempt_id: str | None, short_poll: bool) -> ClaimResult:
         current = self._queues.require(queue)
+        if current.subscribed_to is not None:
+            self._deliver(tx, current)
         visible_at = now + visibility_timeout * 1000
         if current.fifo and attempt_id is not None:
             receipts = message_store.find_attempt(tx.conn, queue.id, attempt_id, now)

@@ -2,7 +2,9 @@
 
 A subscription is a queue of its own kind: a row in `queues` named `<queue>~<name>` (no
 queue name can contain "~"), so receives, deletes, visibility, redrive and retention need nothing
-new. What is new is here: creating one, and fanning a send out to a queue's subscriptions.
+new. What is new is here: creating one (at most `max_subscriptions` per queue), logging a send once
+for all of a queue's subscriptions, and giving a subscription its deliveries when it is read
+(storage/subscriptions.py).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import random
 from typing import Callable
 
+from queueserver import errors
 from queueserver.models import SUBSCRIPTION_SEPARATOR, NewMessage, Queue, SentMessage, sequence_number, uuid4_string
 from queueserver.storage import message_store, queue_store, subscriptions
 from queueserver.storage.database import Transaction
@@ -28,10 +31,13 @@ def subscription_name(queue: Queue, name: str) -> str:
 
 class Sending:
     def __init__(self, queues: QueueCache, next_row_id: int, counts_change: Callable[[Transaction, int], None],
-                 wake: Callable[[Transaction, int, int], None]) -> None:
+                 counts_change_all: Callable[[Transaction, list[int]], None],
+                 wake: Callable[[Transaction, int, int], None], max_subscriptions: int) -> None:
         self._queues = queues
         self._next_row_id = next_row_id  # on the database thread only
         self._counts_change = counts_change
+        self._counts_change_all = counts_change_all
+        self._max_subscriptions = max_subscriptions
         self._wake = wake  # (tx, queue id, messages): wake its long polls at COMMIT
         self._random = random.Random()  # MessageIds: unique, not secret; os.urandom costs a syscall each
 
@@ -59,27 +65,23 @@ class Sending:
             stored.append((row_id, message_id, m))
             sent.append(SentMessage(message_id, m.md5_of_body, m.md5_of_attributes,
                                     m.md5_of_system_attributes, sequence))
-        subscribers = self._queues.subscribers(current)
-        if subscribers:
-            self._fan_out(tx, current, subscribers, stored, now, sender_id)
-        else:
+        subscribers = self._queues.subscriber_ids(current)
+        if not subscribers:
             message_store.insert_messages(tx.conn, queue.id, stored, now, sender_id)
-        receivers = [queue, *subscribers]
-        for receiver in receivers:
-            self._counts_change(tx, receiver.id)
-        for receiver in receivers:
-            self._wake(tx, receiver.id, len(stored))
+            self._counts_change(tx, queue.id)
+            self._wake(tx, queue.id, len(stored))
+            return sent, stored
+        # Logged once for every subscription: each takes its deliveries when it is next read (`deliver`).
+        subscriptions.insert_fanned_out(tx.conn, queue.id, stored, 1 + len(subscribers), now, sender_id)
+        self._counts_change(tx, queue.id)
+        self._counts_change_all(tx, subscribers)
+        for receiver in (queue.id, *subscribers):
+            self._wake(tx, receiver, len(stored))
         return sent, stored
 
-    def _fan_out(self, tx: Transaction, queue: Queue, subscribers: list[Queue], stored: list[Stored], now: int,
-                 sender_id: str) -> None:
-        """Store a send on the queue and one delivery row per subscription, in send order in each."""
-        deliveries = []
-        for subscriber in subscribers:
-            for row_id, _, _ in stored:
-                deliveries.append((self._next_row_id, subscriber.id, row_id))
-                self._next_row_id += 1
-        subscriptions.insert_fanned_out(tx.conn, queue.id, stored, deliveries, now, sender_id)
+    def deliver(self, tx: Transaction, subscription: Queue) -> None:
+        """Give the subscription the deliveries of what was sent to its queue since it last took them."""
+        self._next_row_id += subscriptions.deliver(tx.conn, subscription.id, self._next_row_id)
 
     def create_subscription(self, tx: Transaction, queue: Queue, name: str, start_from_all: bool,
                             now: int) -> Queue:
@@ -89,12 +91,16 @@ class Sending:
         existing = self._queues.current(key)
         if existing is not None:
             return existing
+        if len(self._queues.subscriber_ids(current)) >= self._max_subscriptions:
+            raise errors.OverLimit(f"The queue {queue.name} has {self._max_subscriptions} subscriptions, the most "
+                                   "it may have. Delete one first.")
         attributes = {k: v for k, v in current.attributes.items() if k not in _NOT_INHERITED}
         created = queue_store.insert(tx.conn, key[0], key[1], key[2], current.fifo, attributes, {}, now)
-        self._queues.set(tx, key, created)
+        subscriptions.add(tx.conn, created.id, queue.id)
         span = subscriptions.row_id_span(tx.conn, queue.id) if start_from_all else None
         if span is not None:
             offset = self._next_row_id - span[0]
             subscriptions.copy_held_messages(tx.conn, queue.id, created.id, offset, now)
             self._next_row_id = span[1] + offset + 1
+        self._queues.set(tx, key, created)  # last: a failure above leaves nothing in memory
         return created

@@ -9,7 +9,7 @@ import os
 import sqlite3
 from typing import Any, Callable
 
-from queueserver.errors import StartupError
+from queueserver.errors import ServiceUnavailable, StartupError
 
 MIN_SQLITE = (3, 37, 0)  # STRICT tables
 
@@ -111,6 +111,11 @@ def _probe_write(conn: sqlite3.Connection) -> None:
             except sqlite3.Error:
                 pass
         raise
+
+
+def unavailable(reason: str) -> ServiceUnavailable:
+    """What a request meets while the database cannot be read or written (503, in either protocol)."""
+    return ServiceUnavailable(f"The message store is unavailable: {reason}. Nothing was changed; try again.")
 
 
 def describe(exc: BaseException) -> str:

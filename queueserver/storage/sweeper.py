@@ -12,7 +12,7 @@ from typing import Callable
 
 from queueserver.clock import Clock
 from queueserver.models import Queue
-from queueserver.storage import message_store
+from queueserver.storage import message_store, subscriptions
 from queueserver.storage.database import Database, Transaction
 from queueserver.storage.receiving import retention_cutoff
 
@@ -39,7 +39,13 @@ class RetentionSweeper:
 
         def sweep(tx: Transaction) -> int:
             message_store.forget_expired_fifo_state(tx.conn, now)
-            return sum(message_store.delete_expired(tx.conn, q.id, retention_cutoff(q, now)) for q in self._queues())
+            removed = 0
+            for queue in self._queues():
+                cutoff = retention_cutoff(queue, now)
+                if queue.subscribed_to is not None:  # what it has not taken from its queue expires too
+                    subscriptions.skip(tx.conn, queue.id, cutoff)
+                removed += message_store.delete_expired(tx.conn, queue.id, cutoff)
+            return removed
 
         return await self._db.run(sweep)
 

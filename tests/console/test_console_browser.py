@@ -6,6 +6,7 @@ import re
 import uuid
 from typing import Any
 
+import pytest
 from playwright.sync_api import expect
 from support.console import send_from_page
 
@@ -169,13 +170,16 @@ def test_a_slow_redrive_shows_its_progress_and_is_cancelled(page: Any, console_s
     assert int(task.locator(".moved").inner_text()) < 40
 
 
-def test_a_rate_sqs_refuses_is_answered_with_sqs_error(page: Any, console_server: Any, console_sqs: Any) -> None:
+@pytest.mark.parametrize("rate", ["501", "²"])  # "²": a digit to str.isdigit, not to int()
+def test_a_rate_sqs_refuses_is_answered_with_sqs_error(page: Any, console_server: Any, console_sqs: Any,
+                                                       rate: str) -> None:
     console_sqs.create_queue(QueueName="rate-dlq")
     console_sqs.create_queue(QueueName="rate-source", Attributes={"RedrivePolicy":
         '{"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:rate-dlq", "maxReceiveCount": "1"}'})
     _open(page, console_server, "/console/queues/us-east-1/rate-dlq")
-    page.locator("form.redrive-start input[name=rate]").evaluate("input => { input.removeAttribute('max') }")
-    page.locator("form.redrive-start input[name=rate]").fill("501")
+    page.locator("form.redrive-start input[name=rate]").evaluate(
+        "input => { input.removeAttribute('max'); input.type = 'text' }")
+    page.locator("form.redrive-start input[name=rate]").fill(rate)
     page.get_by_role("button", name="Redrive to source queue").click()
     expect(page.locator(".error")).to_contain_text("InvalidParameterValue")
     expect(page.locator("table.tasks")).to_have_count(0)

@@ -23,7 +23,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from botocore.exceptions import ClientError
 from support.faults import (
+    QUEUE,
     Tally,
     assert_raw_503,
     assert_service_unavailable,
@@ -32,7 +34,9 @@ from support.faults import (
     start_again_and_check,
     wait_for_log,
 )
-from support.server import integrity, sh, wait_for
+from support.server import ACCOUNT, integrity, sh, wait_for
+from support.subscriptions import extension_call
+from support.wire import send
 
 pytestmark = pytest.mark.server_process
 
@@ -190,3 +194,57 @@ def test_a_database_locked_by_another_process_answers_503_then_recovers(servers,
     wait_for_log(server, "storage recovered")
     tally.send_acknowledged(client, url, 10)
     restart_and_check(servers, server, db, sqs_client, tally)
+
+
+# --- a database the readers cannot read ---------------------------------------------------
+
+
+def test_reads_of_a_database_file_replaced_under_the_server_answer_503_and_recover_when_it_is_back(
+        servers, tmp_path, make_client):
+    db = tmp_path / "queue.db"
+    server = servers.start(db, "--test-clock")
+    sqs = make_client(server.endpoint)
+    url = sqs.create_queue(QueueName=QUEUE)["QueueUrl"]
+    never_counted = sqs.create_queue(QueueName="never-counted")["QueueUrl"]  # no counts cached to answer from
+    sqs.send_message(QueueUrl=url, MessageBody="kept")
+    page = f"{server.endpoint}/console/queues/us-east-1/{ACCOUNT}/{QUEUE}"
+    assert send(page, "GET", None, {}).status == 200
+
+    with sqlite3.connect(db) as checkpoint:  # every page in the file, none left for a reader in the -wal
+        assert checkpoint.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    checkpoint.close()
+    aside = tmp_path / "aside.db"
+    os.rename(db, aside)  # an operator's copy over the database, say: the readers open what is at the path
+    db.write_bytes(b"this is not an SQLite database\n" * 512)
+    refused = wait_for(lambda: _browse_refused(sqs, url), "the readers to open the file now at the path")
+    assert refused["code"] == "ServiceUnavailable" and "corrupted" in refused["message"], refused
+    with pytest.raises(ClientError) as counted:
+        sqs.get_queue_attributes(QueueUrl=never_counted, AttributeNames=["ApproximateNumberOfMessages"])
+    assert_service_unavailable(counted.value)
+    assert "corrupted" in counted.value.response["Error"]["Message"], counted.value.response["Error"]
+    console = send(page, "GET", None, {})
+    assert console.status == 503 and b"corrupted" in console.body, (console.status, console.body[:300])
+    wait_for_log(server, "reads from the message store fail: the database file is corrupted")
+
+    os.replace(aside, db)
+    wait_for(lambda: _browse_refused(sqs, url) is None, "reads to work again")
+    assert sqs.get_queue_attributes(QueueUrl=never_counted, AttributeNames=["ApproximateNumberOfMessages"])[
+        "Attributes"]["ApproximateNumberOfMessages"] == "0"
+    assert send(page, "GET", None, {}).status == 200
+    sqs.send_message(QueueUrl=url, MessageBody="after")
+    assert sorted(m["Body"] for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]) == [
+        "after", "kept"]
+    log = wait_for_log(server, "reads from the message store work again")
+    assert log.count("reads from the message store fail") == 1, log
+    assert "Traceback" not in log
+    assert server.stop() == 0
+    assert integrity(db) == "ok"
+
+
+def _browse_refused(sqs, url) -> dict | None:
+    """The error of a browse (every call reads: no cache in front), or None if it was answered."""
+    status, answer = extension_call(sqs, "QueueserverBrowseMessages", QueueUrl=url)
+    if status == 200:
+        return None
+    assert status == 503, (status, answer)
+    return answer

@@ -14,19 +14,6 @@ from support.wire import raw_json_call, raw_request
 SURROGATE = "\ud800"
 
 
-@pytest.fixture
-def protocol(request: pytest.FixtureRequest, make_client: Any) -> str:
-    """The wire protocol of this run: the suite runs every test once per protocol (make_client)."""
-    return str(request.node.callspec.params["make_client"])
-
-
-@pytest.fixture
-def no_new_traceback(server: Any) -> Any:
-    before = server.stderr_text().count("Traceback")
-    yield
-    assert server.stderr_text().count("Traceback") == before, server.stderr_text()[-3000:]
-
-
 def _send(protocol: str, endpoint: str, action: str, json_payload: dict[str, Any],
           query_fields: dict[str, str]) -> tuple[int, str]:
     if protocol == "json":

@@ -20,20 +20,23 @@ _NAMESPACE = "{http://queue.amazonaws.com/doc/2012-11-05/}"
 
 def extension_call(client: Any, action: str, **members: str) -> tuple[int, dict[str, Any]]:
     """(HTTP status, the answer in the JSON shape) of one extension action, over the client's protocol;
-    an error answers {"code": its code without the JSON protocol's namespace and "Exception"}."""
+    an error answers {"code": its code without the JSON protocol's namespace and "Exception", "message"}."""
     endpoint = client.meta.endpoint_url
     if client.meta.service_model.protocol == "json":
         response = raw_json_call(endpoint, action, members)
         answer = response.json() if response.body else {}
         if "__type" in answer:  # `com.amazon.coral.service#InvalidParameterValueException`: the Query code's
-            answer = {"code": answer["__type"].rpartition("#")[2].removesuffix("Exception")}
+            answer = {"code": answer["__type"].rpartition("#")[2].removesuffix("Exception"),
+                      "message": answer.get("message", "")}
         return response.status, answer
     form = urllib.parse.urlencode({"Action": action, "Version": "2012-11-05", **members}).encode()
     response = raw_request(endpoint, form, content_type="application/x-www-form-urlencoded")
     root = ElementTree.fromstring(response.body)
     if response.status != 200:
         code = root.find(f"{_NAMESPACE}Error/{_NAMESPACE}Code")
-        return response.status, {"code": code.text if code is not None else ""}
+        message = root.find(f"{_NAMESPACE}Error/{_NAMESPACE}Message")
+        return response.status, {"code": code.text if code is not None else "",
+                                 "message": message.text if message is not None else ""}
     result = root.find(f"{_NAMESPACE}{action}Result")
     answer: dict[str, Any] = {}
     if result is not None:

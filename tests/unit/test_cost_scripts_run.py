@@ -14,7 +14,8 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
 @pytest.mark.parametrize("script, args, expected", [
-    ("fanout_cost.py", ["--messages", "160", "--reps", "1", "--body-size", "10"], "4 subscriptions: min"),
+    ("fanout_cost.py", ["--messages", "160", "--reps", "1", "--body-size", "10", "--scale", "0,2", "--batches", "10",
+                        "--receivers", "2"], "4 subscriptions: min"),
     ("send_index_cost.py", ["--messages", "200", "--reps", "1"], "with messages_by_queue:"),
 ])
 def test_a_cost_script_runs_to_its_figures_at_its_smallest_size(script: str, args: list[str], expected: str) -> None:
