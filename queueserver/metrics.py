@@ -169,6 +169,8 @@ class Metrics:
                                   "a lock held by another process, I/O errors).", value=storage.outages)
         yield GaugeMetricFamily("queueserver_ready", "1 when the database takes writes and every background task "
                                 "runs (as GET /ready, without its probe).", value=0 if snapshot.problems else 1)
+        yield CounterMetricFamily("queueserver_readiness_probes", "Probe writes made for GET /ready (at most one "
+                                  "a second, however often it is asked).", value=storage.readiness_probes)
         database, wal = snapshot.file_sizes
         yield GaugeMetricFamily("queueserver_database_size_bytes", "Size of the database file.", value=database)
         yield GaugeMetricFamily("queueserver_wal_size_bytes", "Size of the write-ahead log file.", value=wal)

@@ -64,7 +64,8 @@ class QueueTally:
 class StorageTally:
     """The database thread's and the syncer's figures."""
 
-    __slots__ = ("group_sizes", "fsync_seconds", "outages", "last_outage", "failed_fsyncs", "redriven")
+    __slots__ = ("group_sizes", "fsync_seconds", "outages", "last_outage", "failed_fsyncs", "redriven",
+                 "readiness_probes")
 
     def __init__(self) -> None:
         self.group_sizes = Histogram(GROUP_BOUNDS)  # operations per commit group
@@ -73,6 +74,7 @@ class StorageTally:
         self.last_outage: tuple[float, str] | None = None  # when the last one began (epoch seconds) and why
         self.failed_fsyncs = 0
         self.redriven = 0  # messages moved by move tasks
+        self.readiness_probes = 0  # writes /ready made to learn whether the database takes writes
 
 
 class RequestTally:

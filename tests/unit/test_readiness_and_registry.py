@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from queueserver import errors
 from queueserver.clock import ManualClock
 from queueserver.metrics import Metrics
 from queueserver.storage import QueueEngine
@@ -35,6 +37,11 @@ def test_after_a_failed_fsync_the_server_is_not_ready_and_the_failure_is_counted
         try:
             assert await engine.observe.unready() == []
             sync.fail = True
+            # a write's sync fails (the readiness probe just ran: its next one waits a second)
+            await engine.create_queue("us-east-1", "000000000000", "synced", fifo=False, attributes={},
+                                      supplied={}, tags={})
+            with pytest.raises(errors.ServiceUnavailable):
+                await engine.durable()
             problems = await engine.observe.unready()
             assert problems and "Restart the server" in problems[0], problems
             assert engine.observe.storage.failed_fsyncs == 1
