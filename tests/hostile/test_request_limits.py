@@ -1,6 +1,7 @@
-"""Limits on what one client may hold: the request body, the head, the time to send
-them, idle keep-alive, and the number of connections; each against a real server process, with
-its memory read from /proc for oversize bodies and its descriptors counted for a flood."""
+"""Limits on what one client may hold: the request body (on every route of the app's route table),
+the head, the time to send them, idle keep-alive, and the number of connections; each against a
+real server process, with its memory read from /proc for oversize bodies and its descriptors
+counted for a flood."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import threading
 from typing import Any
 
 import pytest
+from queueserver.app import ROUTES, RouteRule
 from support.net import answered, connect, memory_kib, open_descriptors, read_until_closed, status_of
 from support.server import wait_for
 from support.sqs import unique_queue_name
@@ -26,7 +28,7 @@ def request_limited(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from support.server import start_server
 
     db = tmp_path_factory.mktemp("limits") / "limits.db"
-    proc = start_server(db, "--header-timeout", str(DEADLINE_S), "--body-timeout", str(DEADLINE_S),
+    proc = start_server(db, "--test-clock", "--header-timeout", str(DEADLINE_S), "--body-timeout", str(DEADLINE_S),
                         "--keep-alive-timeout", str(DEADLINE_S))
     yield proc
     proc.stop()
@@ -71,6 +73,66 @@ def test_an_oversize_body_is_refused_with_a_413_before_it_is_held_in_memory(requ
     after = memory_kib(pid)
     # the server holds at most one limit's worth (4 MiB) plus read buffers, never what was sent
     assert after["VmHWM"] - before["VmHWM"] < 48 * 1024, (before, after, f"{sent} bytes sent")
+    _still_serves(request_limited)
+
+
+def _requests_reaching(rule: RouteRule) -> list[tuple[str, str]]:
+    """(method, path) of requests the app routes by RULE: each method it serves (POST if any), on its
+    path and, for a prefix, on a path under it."""
+    methods = sorted(rule.methods) if rule.methods is not None else ["POST"]
+    paths = [rule.path] if not rule.prefix else [rule.path, rule.path.rstrip("/") + "/000000000000/some-name"]
+    return [(method, path) for method in methods for path in paths]
+
+
+ROUTED = [(rule.name, method, path) for rule in ROUTES for method, path in _requests_reaching(rule)]
+
+
+def _shaped_head(method: str, path: str, framing: str) -> bytes:
+    return f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\n" \
+           f"{framing}\r\n".encode()
+
+
+@pytest.mark.parametrize(("route", "method", "path"), ROUTED, ids=[f"{r} {m} {p}" for r, m, p in ROUTED])
+def test_every_route_reads_its_body_through_the_one_door(request_limited, route, method, path):
+    """Whatever a route does with a body (SQS decodes it, the console checks a CSRF token in it, /ready
+    ignores it), no body reaches it past its limit: a chunked one is refused as it streams, a declared
+    one before it is read, and bytes sent without a length are not a body at all."""
+    pid = request_limited.proc.pid
+    before = memory_kib(pid)
+    with connect(request_limited.endpoint) as sock:  # a chunked body that would never end
+        sock.sendall(_shaped_head(method, path, "Transfer-Encoding: chunked\r\n"))
+        sent = _stream_until_answered(sock, b"a=" + b"x" * (MIB - 2), 64 * MIB, chunked=True)
+        response = read_until_closed(sock)
+    assert status_of(response) == 413, (sent, response[:300])
+    if route == "sqs":
+        assert b"RequestEntityTooLarge" in response, response[:300]
+    with connect(request_limited.endpoint) as sock:  # a declared body of 1 GiB: refused before any of it
+        sock.sendall(_shaped_head(method, path, f"Content-Length: {1024 * MIB}\r\n"))
+        response = read_until_closed(sock)
+    assert status_of(response) == 413, response[:300]
+    with connect(request_limited.endpoint) as sock:  # no length: what follows the head is no body of it
+        sock.sendall(_shaped_head(method, path, ""))
+        sent = _stream_until_answered(sock, b"x" * MIB, 64 * MIB, chunked=False)
+        read_until_closed(sock)  # answered (the head, then 400 for the bytes that are no request), and closed
+    assert sent < 64 * MIB, "the server kept reading bytes that belong to no request"
+    after = memory_kib(pid)
+    assert after["VmHWM"] - before["VmHWM"] < 48 * 1024, (before, after)
+    _still_serves(request_limited)
+
+
+def test_a_1_gib_chunked_post_to_the_console_login_is_refused_early_with_memory_flat(request_limited):
+    """No login and no CSRF token: the form limit is reached long before anything of the form is read."""
+    pid = request_limited.proc.pid
+    before = memory_kib(pid)
+    with connect(request_limited.endpoint) as sock:
+        sock.sendall(_shaped_head("POST", "/console/login", "Transfer-Encoding: chunked\r\n"))
+        sent = _stream_until_answered(sock, b"x" * MIB, 1024 * MIB, chunked=True)
+        response = read_until_closed(sock)
+    assert status_of(response) == 413, response[:300]
+    assert sent < 64 * MIB, f"{sent} bytes were sent before the refusal"
+    after = memory_kib(pid)
+    assert after["VmHWM"] - before["VmHWM"] < 16 * 1024, (before, after)
+    assert after["VmRSS"] - before["VmRSS"] < 16 * 1024, (before, after)
     _still_serves(request_limited)
 
 
