@@ -134,6 +134,7 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
     async def sqs(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any, send: Any,
                   started: float) -> None:
         http_request = _http_request(scope, headers, body, default_host)
+        http_request.receive = receive  # a long poll learns from it that its client has gone
         reason = cors = None
         if guards_hosts or "origin" in headers or "sec-fetch-site" in headers:  # else the guard has nothing to say
             reason = guard.refusal(headers)
