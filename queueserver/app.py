@@ -35,7 +35,7 @@ from queueserver.metrics import Metrics
 from queueserver.protocol import Dispatcher, HttpRequest, HttpResponse
 from queueserver.protocol.error_codes import wire_error
 from queueserver.storage import QueueEngine
-from queueserver.tallies import LATENCY_BOUNDS, RequestTally
+from queueserver.tallies import LATENCY_BOUNDS, ConnectionTally, RequestTally
 
 CLOCK_PATH = "/_queueserver/clock"
 CLOCK_BODY_BYTES = 1024  # {"advance_seconds": N}
@@ -121,14 +121,16 @@ def _plain(status: int, text: str) -> HttpResponse:
     return HttpResponse(status, {"content-type": "text/plain; charset=utf-8"}, text.encode())
 
 
-def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None) -> ASGIApp:
+def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None,
+               connections: ConnectionTally | None = None) -> ASGIApp:
+    """The app; `connections`: the listeners' connection counts, for /metrics."""
     dispatcher = Dispatcher(engine, config.region, config.account_id, authenticator)
     guard = BrowserGuard(config.allowed_origins, config.allowed_hosts)
     guards_hosts = bool(config.allowed_hosts)
     default_host = f"{config.host}:{config.port}"
     requests = RequestTally()
     latencies = requests.by_action
-    metrics = Metrics(engine, requests)
+    metrics = Metrics(engine, requests, connections or ConnectionTally())
     access_log = AccessLog() if config.access_log else None
 
     async def sqs(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any, send: Any,

@@ -68,6 +68,8 @@ class ServerConfig:
                                           "closed", group=_LIMITS)
     body_timeout: float = setting(30.0, "seconds a request has to send its body before its connection is closed",
                                   group=_LIMITS)
+    handshake_timeout: float = setting(5.0, "seconds a TLS connection has from its accept to finish its handshake "
+                                            "before it is closed", group=_LIMITS)
     keep_alive_timeout: float = setting(5.0, "seconds an idle connection is kept open between requests",
                                         group=_LIMITS)
     max_connections: int = setting(1000, "connections beyond it are answered 503 and closed at once", group=_LIMITS)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import gc
 import ipaddress
 import logging
 import resource
 import signal
+import ssl
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import uvicorn
 
@@ -19,10 +19,12 @@ from queueserver.app import create_app
 from queueserver.auth import Authenticator, CredentialStore
 from queueserver.clock import Clock, ManualClock, SystemClock
 from queueserver.config import ServerConfig
+from queueserver.errors import StartupError
 from queueserver.queue_setup import apply_queues
-from queueserver.http_guard import GuardedHttpProtocol, RefusalLog
+from queueserver.http_guard import ConnectionGate, GuardedHttpProtocol, tls_protocol
 from queueserver.logs import use_format
 from queueserver.storage import QueueEngine
+from queueserver.tallies import ConnectionTally
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +113,31 @@ class _Server(uvicorn.Server):
             self._loop.call_soon_threadsafe(self._engine.begin_shutdown)
 
 
+def _tls_context(config: ServerConfig) -> ssl.SSLContext | None:
+    """The certificate and key of --tls-cert and --tls-key, loaded before anything else starts."""
+    if config.tls_cert is None:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(config.tls_cert, config.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise StartupError(f"cannot use the certificate {config.tls_cert} and key {config.tls_key}: {exc}") from exc
+    return context
+
+
+def _protocols(config: ServerConfig, gate: ConnectionGate, tls: ssl.SSLContext | None) -> Callable[..., Any]:
+    """What uvicorn builds for each connection it accepts: the HTTP protocol, under TLS if it is on.
+    TLS is done here, below the gate, rather than by uvicorn (its TLS would hide the connection from
+    the gate until the handshake is over)."""
+    def accepted(**uvicorn_args: Any) -> asyncio.BaseProtocol:
+        http = _HttpProtocol(limits=config, gate=gate, under_tls=tls is not None, **uvicorn_args)
+        if tls is None:
+            return http
+        return tls_protocol(http, tls, gate, config.handshake_timeout)
+
+    return accepted
+
+
 def _allow_descriptors(config: ServerConfig) -> None:
     """Raise the soft descriptor limit so that --max-connections can be reached (the hard limit caps it)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -159,6 +186,7 @@ async def _watch_credentials(store: CredentialStore) -> None:
 async def serve(config: ServerConfig) -> None:
     # Read before the database opens, so a broken file stops the start and touches nothing.
     store = CredentialStore(config.credentials_path) if config.credentials_path is not None else None
+    tls = _tls_context(config)
     _allow_descriptors(config)
     clock: Clock = ManualClock() if config.test_clock else SystemClock()
     engine = await QueueEngine.open(
@@ -169,20 +197,20 @@ async def serve(config: ServerConfig) -> None:
     watcher = asyncio.create_task(_watch_credentials(store)) if store is not None else None
     try:
         await apply_queues(engine, config.queues, config.region)
-        app = create_app(config, engine, Authenticator(store) if store is not None else None)
+        connections = ConnectionTally()
+        app = create_app(config, engine, Authenticator(store) if store is not None else None, connections)
         # Start-up objects live for the whole run: keep the collector from scanning them again
         # and again (it took 3-4 % of the CPU under load).
         gc.freeze()
         gc.set_threshold(10_000, 20, 20)
         uvicorn_config = uvicorn.Config(
             app, host=config.host, port=config.port, access_log=False, log_level="warning",
-            http=functools.partial(_HttpProtocol, limits=config, refusals=RefusalLog()), loop="none",
+            http=_protocols(config, ConnectionGate(config.max_connections, connections), tls), loop="none",
             lifespan="off", timeout_graceful_shutdown=30, timeout_keep_alive=config.keep_alive_timeout,
-            ssl_certfile=config.tls_cert, ssl_keyfile=config.tls_key,
             # JSON lines: uvicorn's loggers then use the root's handlers, not a text format of their own.
             log_config=None if config.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         )
-        await _Server(uvicorn_config, engine, config.host, "https" if config.tls_cert else "http").serve()
+        await _Server(uvicorn_config, engine, config.host, "https" if tls is not None else "http").serve()
     finally:
         if watcher is not None:
             watcher.cancel()

@@ -77,6 +77,16 @@ class StorageTally:
         self.readiness_probes = 0  # writes /ready made to learn whether the database takes writes
 
 
+class ConnectionTally:
+    """Connections of every listener, counted from their accept (http_guard.ConnectionGate)."""
+
+    __slots__ = ("open", "refused")
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.refused = 0  # refused at once: --max-connections were open
+
+
 class RequestTally:
     """Request latency per (action, HTTP status); the status becomes an outcome at scrape time."""
 

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
+import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 from queueserver.app import ROUTES, RouteRule
-from support.net import answered, connect, memory_kib, open_descriptors, read_until_closed, status_of
+from support.metrics import Scrape
+from support.net import answered, connect, make_test_ca, memory_kib, open_descriptors, read_until_closed, status_of
 from support.server import wait_for
 from support.sqs import unique_queue_name
 from support.wire import raw_json_call
@@ -302,3 +306,45 @@ def test_a_connection_flood_is_refused_beyond_the_limit_while_existing_connectio
         existing.close()
     wait_for(lambda: open_descriptors(pid) <= baseline + 1, "the flood's descriptors to be released", 10)
     _still_serves(server)
+
+
+def _https_get(endpoint: str, path: str, ca: Path) -> bytes:
+    context = ssl.create_default_context(cafile=str(ca))
+    with urllib.request.urlopen(endpoint + path, context=context, timeout=10) as response:
+        assert response.status == 200
+        return bytes(response.read())
+
+
+def test_a_tls_port_counts_connections_from_their_accept_and_closes_those_that_never_shake_hands(
+        server_factory, tmp_path):
+    """TCP connections that never begin a TLS handshake: beyond the cap they are closed at once, counted and
+    logged; the rest are closed at the handshake deadline, so HTTPS clients are served again."""
+    ca, cert, key = make_test_ca(tmp_path)
+    limit = 40
+    server = server_factory(tmp_path / "tls.db", "--tls-cert", str(cert), "--tls-key", str(key),
+                            "--max-connections", str(limit), "--handshake-timeout", "2", "--header-timeout", "3")
+    pid = server.proc.pid
+    baseline = open_descriptors(pid)
+    refused_before = Scrape(_https_get(server.endpoint, "/metrics", ca).decode()).value(
+        "queueserver_connections_refused_total")
+
+    flood = [connect(server.endpoint) for _ in range(5 * limit)]  # TCP only: no ClientHello, ever
+    try:
+        wait_for(lambda: sum(answered(s) for s in flood) >= 4 * limit, "the refusals", 10)
+        assert open_descriptors(pid) <= baseline + limit + 2, (baseline, open_descriptors(pid))
+        # the ones let in hold their slot no longer than the handshake deadline
+        wait_for(lambda: all(answered(s) for s in flood), "the handshake deadline to close the rest", 15)
+        assert all(read_until_closed(s, timeout=5) == b"" for s in flood)
+    finally:
+        for sock in flood:
+            sock.close()
+    wait_for(lambda: open_descriptors(pid) <= baseline + 1, "the flood's descriptors to be released", 10)
+    scraped = Scrape(_https_get(server.endpoint, "/metrics", ca).decode())  # an HTTPS client is served again
+    assert scraped.value("queueserver_connections_refused_total") - refused_before >= 4 * limit
+    assert scraped.value("queueserver_connections_open") == 1  # this scrape's own
+    assert "connection(s) refused" in server.stderr_text()
+
+    context = ssl.create_default_context(cafile=str(ca))
+    with context.wrap_socket(connect(server.endpoint), server_hostname="127.0.0.1") as shaken:
+        # the handshake done, the head's deadline (3 s) counts from the accept
+        assert read_until_closed(shaken, timeout=10) == b""

@@ -5,33 +5,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-from pathlib import Path
 
 import pytest
 from support.auth import KEYS, credentials_toml, signed_client, write_credentials
 from botocore.exceptions import ClientError, SSLError
+from support.net import make_test_ca
 from support.server import start, wait_for
 from support.server import try_serve
 
 PROTOCOLS = ["json", "query"]
-
-
-def _openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
-
-
-def make_test_ca(folder: Path) -> tuple[Path, Path, Path]:
-    """A throwaway CA and a certificate it signed for 127.0.0.1: (ca.pem, server.pem, server.key)."""
-    ca_key, ca, key, csr, cert = (folder / n for n in ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem"))
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca),
-             "-days", "2", "-subj", "/CN=queueserver test CA")
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", "/CN=127.0.0.1")
-    extensions = folder / "san.ext"
-    extensions.write_text("subjectAltName = IP:127.0.0.1\n")
-    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
-             "-out", str(cert), "-days", "2", "-extfile", str(extensions))
-    return ca, cert, key
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
