@@ -39,8 +39,7 @@ from queueserver.tallies import LATENCY_BOUNDS, ConnectionTally, RequestTally
 
 CLOCK_PATH = "/_queueserver/clock"
 CLOCK_BODY_BYTES = 1024  # {"advance_seconds": N}
-OPERATIONS_PATHS = frozenset({"/metrics", "/health", "/ready"})  # GET only; no queue URL has one path segment
-_GET = frozenset({"GET"})
+_GET = frozenset({"GET"})  # /metrics, /health and /ready: no queue URL has one path segment
 
 
 @dataclass(frozen=True)
@@ -176,7 +175,7 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
             return _json_response(200, {"status": "ready"})
         reason = guard.refusal(headers)  # queue names are not for any web page that asks
         if reason is not None:
-            return HttpResponse(403, {"content-type": "text/plain; charset=utf-8"}, reason.encode())
+            return _plain(403, reason)
         body, content_type = await metrics.exposition(headers.get("accept", ""))
         return HttpResponse(200, {"content-type": content_type}, body)
 

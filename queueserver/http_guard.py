@@ -8,11 +8,11 @@ connection has a deadline for its request's head and another for its body, a cap
 size and header count, and connections beyond `max_connections` are refused at once, so the
 descriptors in use stay bounded whatever clients do.
 
-Every connection passes the ConnectionGate at accept. A plain one is the HTTP protocol's own
-transport; a TLS one is counted by the TLS protocol under it (`tls_protocol`), before its
-handshake, which must end within the handshake deadline, and its first head's deadline runs from
-the accept too: a connection that never starts its handshake holds its descriptor no longer than
-one that never sends its headers.
+Every connection passes the ConnectionGate at its accept. A plain one meets it in the HTTP
+protocol's `connection_made` (its transport is the socket); a TLS one in the TLS protocol's
+(`tls_protocol`), the first a TLS connection has, before its handshake, which must end within the
+handshake deadline; its first head's deadline runs from the accept too. A connection that never
+starts its handshake holds its descriptor no longer than one that never sends its headers.
 """
 
 from __future__ import annotations
@@ -192,8 +192,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
 
 class _TlsGate:
-    """The TLS listener's protocol, under the TLS one: it meets the gate at the accept, before the
-    handshake. A refused connection is closed at once (there is no TLS yet to answer 503 in)."""
+    """Mixed into the loop's TLS protocol: the connection meets the gate at its accept, before the
+    handshake. A refused one is closed at once (there is no TLS yet to answer 503 in)."""
 
     _gate: ConnectionGate
     _admitted: bool = False
