@@ -88,6 +88,11 @@ class ServerConfig:
         name="credentials", metavar="FILE")
     tls_cert: str | None = setting(None, "serve HTTPS with this certificate (PEM)", metavar="FILE")
     tls_key: str | None = setting(None, "the private key of --tls-cert (PEM)", metavar="FILE")
+    # Forwarding headers name the client and its scheme only when a proxy we trust adds them (README, "Proxies").
+    trusted_proxies: tuple[str, ...] = setting(
+        (), "the address or network (10.0.0.0/8) of a reverse proxy whose X-Forwarded-For and X-Forwarded-Proto "
+            "are believed; repeat or separate with commas. Without it they are ignored", name="trusted_proxy",
+        metavar="ADDRESS")
     # The web console under /console (README, "Web console"): None is on when listening on loopback only.
     console: bool | None = setting(None, "the web console under /console (default: on when --host is a loopback "
                                          "address)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import tomllib
 import types
 import typing
@@ -19,6 +20,7 @@ from typing import Any
 
 from queueserver.config import QueueDeclaration, ServerConfig
 from queueserver.errors import ConfigError
+from queueserver.limits import REGION_NAME
 
 ENV_PREFIX = "QUEUESERVER_"
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
@@ -105,6 +107,8 @@ def load(options: Mapping[str, Any], environ: Mapping[str, str]) -> ServerConfig
             value = options[setting.field]
             values[setting.field] = _split(value) if setting.kind is tuple else value
     config = ServerConfig(**values)
+    if not re.fullmatch(REGION_NAME, config.region):  # it goes into every ARN and queue URL of its queues
+        raise ConfigError(f"region {config.region!r}: expected a region name (lower-case letters, digits, dashes)")
     queues = document.get("queues", {})
     if not isinstance(queues, dict):
         raise ConfigError(f"{where}key queues: expected tables of queues ([queues.NAME])")
@@ -185,6 +189,9 @@ def _queue(name: str, table: Any, config: ServerConfig, where: str) -> QueueDecl
     for key, value in strings.items():
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{where}.{key}: expected a non-empty string, got {value!r}")
+    if "region" in strings and not re.fullmatch(REGION_NAME, strings["region"]):
+        raise ConfigError(f"{where}.region: expected a region name (lower-case letters, digits, dashes), "
+                          f"got {strings['region']!r}")
     if strings.get("account", config.account_id) != config.account_id:  # until credentials name accounts
         raise ConfigError(f"{where}.account: this server serves one account, account_id = "
                           f"{config.account_id!r}; a queue in {strings['account']!r} could not be reached")

@@ -27,4 +27,7 @@ DEFAULT_VISIBILITY_TIMEOUT = 30
 DEFAULT_RETENTION_SECONDS = 345_600  # 4 days
 IN_FLIGHT_LIMIT = 120_000  # in-flight messages per queue (a standard queue then refuses; FIFO stops delivering)
 DEFAULT_REGION = "us-east-1"
+# AWS's region names (us-east-1, us-gov-west-1, eusc-de-east-1): a DNS label of lower-case letters, digits and
+# dashes, as a region goes into endpoint host names; here also into ARNs and queue URLs. A regex, for fullmatch.
+REGION_NAME = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 DEFAULT_ACCOUNT = "000000000000"

@@ -19,7 +19,7 @@ from queueserver.app import create_app
 from queueserver.auth import Authenticator, CredentialStore
 from queueserver.clock import Clock, ManualClock, SystemClock
 from queueserver.config import ServerConfig
-from queueserver.errors import StartupError
+from queueserver.errors import ConfigError, StartupError
 from queueserver.queue_setup import apply_queues
 from queueserver.http_guard import ConnectionGate, GuardedHttpProtocol, tls_protocol
 from queueserver.logs import use_format
@@ -171,6 +171,19 @@ def _log_access(config: ServerConfig, store: CredentialStore | None) -> None:
                  len(store.keys), config.credentials_path)
 
 
+def _trusted_proxies(config: ServerConfig) -> list[str]:
+    """--trusted-proxy as uvicorn's forwarded_allow_ips wants it; anything but an address or network is refused
+    (uvicorn would take it as a literal host name, which no socket peer ever is)."""
+    trusted = []
+    for entry in config.trusted_proxies:
+        try:
+            trusted.append(str(ipaddress.ip_network(entry, strict=False)) if "/" in entry
+                           else str(ipaddress.ip_address(entry)))
+        except ValueError:
+            raise ConfigError(f"--trusted-proxy {entry!r}: expected an IP address or a network (10.0.0.0/8)") from None
+    return trusted
+
+
 async def _watch_credentials(store: CredentialStore) -> None:
     """Reload the credentials file when it changes (a stat a second) and on SIGHUP."""
     loop = asyncio.get_running_loop()
@@ -186,6 +199,7 @@ async def _watch_credentials(store: CredentialStore) -> None:
 async def serve(config: ServerConfig) -> None:
     # Read before the database opens, so a broken file stops the start and touches nothing.
     store = CredentialStore(config.credentials_path) if config.credentials_path is not None else None
+    trusted_proxies = _trusted_proxies(config)
     tls = _tls_context(config)
     _allow_descriptors(config)
     clock: Clock = ManualClock() if config.test_clock else SystemClock()
@@ -194,6 +208,9 @@ async def serve(config: ServerConfig) -> None:
         in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit,
         counts_max_age=config.counts_max_age)
     _log_access(config, store)
+    if trusted_proxies:
+        log.info("X-Forwarded-For and X-Forwarded-Proto are believed from %s (--trusted-proxy)",
+                 ", ".join(trusted_proxies))
     watcher = asyncio.create_task(_watch_credentials(store)) if store is not None else None
     try:
         await apply_queues(engine, config.queues, config.region)
@@ -207,6 +224,9 @@ async def serve(config: ServerConfig) -> None:
             app, host=config.host, port=config.port, access_log=False, log_level="warning",
             http=_protocols(config, ConnectionGate(config.max_connections, connections), tls), loop="none",
             lifespan="off", timeout_graceful_shutdown=30, timeout_keep_alive=config.keep_alive_timeout,
+            # Off unless configured: by default uvicorn believes X-Forwarded-For/-Proto from loopback, which
+            # would let any local client choose its aws:SourceIp and aws:SecureTransport.
+            proxy_headers=bool(trusted_proxies), forwarded_allow_ips=trusted_proxies or None,
             # JSON lines: uvicorn's loggers then use the root's handlers, not a text format of their own.
             log_config=None if config.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         )

@@ -383,12 +383,13 @@ def start_proc(argv: list[str], log_path: Path, name: str, source: Path | None =
     return proc
 
 
-def start_queueserver(python: str, db_path: Path, log_path: Path, source: Path | None = None) -> Proc:
+def start_queueserver(python: str, db_path: Path, log_path: Path, source: Path | None = None,
+                      *extra_args: str) -> Proc:
     # The idle-polls scenario holds thousands of connections, beyond the default --max-connections.
     guarded = ((source or REPO_ROOT) / "queueserver" / "http_guard.py").exists()
     limits = ["--max-connections", "20000"] if guarded else []
     return start_proc([python, "-m", "queueserver", "serve", "--port", "0", "--db", str(db_path),
-                       "--log-level", "warning", *limits], log_path, "queueserver", source)
+                       "--log-level", "warning", *limits, *extra_args], log_path, "queueserver", source)
 
 
 def start_ceiling(python: str, log_path: Path, source: Path | None = None) -> Proc:

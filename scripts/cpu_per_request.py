@@ -17,10 +17,15 @@ Scenarios: send1 (SendMessage), send10 (SendMessageBatch of 10), recv1+del1
 (ReceiveMessage 1 + DeleteMessage: a pair counts as two requests), recv10+del
 (ReceiveMessage 10 + DeleteMessageBatch: two requests).
 
+`--signed` runs the server with credentials on (one key) and signs every request with SigV4
+(scripts/auth_bench.py's signer: the Authorization header as botocore sends it), so the figures
+include verification and the authorization decision.
+
 Usage:
   .venv/bin/python scripts/cpu_per_request.py --rev b593dab --rev ebe8b7f --rev .
   .venv/bin/python scripts/cpu_per_request.py --rev HEAD --requests 4000 --rounds 5 --scenarios send1
   .venv/bin/python scripts/cpu_per_request.py --rev HEAD --rev . --callgrind --requests 1000 --rounds 1
+  .venv/bin/python scripts/cpu_per_request.py --rev HEAD --rev . --callgrind --signed --requests 1000 --rounds 1
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import auth_bench  # noqa: E402  (scripts/auth_bench.py: its SigV4 signer and key)
 import bench  # noqa: E402  (scripts/bench.py: its server launcher and raw client)
 import benchkit  # noqa: E402  (the server process: launch, Proc)
 
@@ -64,9 +70,10 @@ class Meter:
         return int(summary.split()[1]) / 1e3
 
 
-async def drive(server: bench.Proc, scenario: str, requests: int, connections: int, meter: Meter) -> float:
+async def drive(server: bench.Proc, scenario: str, requests: int, connections: int, meter: Meter,
+                signed: bool) -> float:
     """Server CPU µs (or k-instructions) per request of `scenario` (the queue is created and filled unmeasured)."""
-    api = bench.Api(server.host, server.port)
+    api = auth_bench.SignedApi(server.host, server.port) if signed else bench.Api(server.host, server.port)
     conns = await bench.connect_many(server.host, server.port, connections)
     url = (await bench.call(conns[0], api, "CreateQueue", {"QueueName": f"cpu-{scenario.replace('+', '-')}"}))["QueueUrl"]
     body = "x" * 100
@@ -107,17 +114,24 @@ async def drive(server: bench.Proc, scenario: str, requests: int, connections: i
 
 
 def measure(python: str, source: Path | None, tmp: Path, args: argparse.Namespace, tag: str) -> dict[str, float]:
+    credentials: list[str] = []
+    if args.signed:
+        keys = tmp / "keys.toml"
+        keys.write_text(f'[keys.{auth_bench.KEY_ID}]\nsecret_access_key = "{auth_bench.SECRET}"\n'
+                        f'account_id = "{auth_bench.ACCOUNT}"\n')
+        credentials = ["--credentials", str(keys)]
     if args.callgrind:
         # a server under valgrind takes minutes to start
         server = benchkit.launch(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/{tag}.cg.%p", python,
                                   "-m", "queueserver", "serve", "--port", "0", "--db", str(tmp / f"{tag}.db"),
-                                  "--log-level", "warning"], tmp / f"{tag}.log", ready_timeout=900, pin=True,
-                                 source=source, server_class=benchkit.Proc)
+                                  "--log-level", "warning", *credentials], tmp / f"{tag}.log", ready_timeout=900,
+                                 pin=True, source=source, server_class=benchkit.Proc)
     else:
-        server = bench.start_queueserver(python, tmp / f"{tag}.db", tmp / f"{tag}.log", source)
+        server = bench.start_queueserver(python, tmp / f"{tag}.db", tmp / f"{tag}.log", source, *credentials)
     meter = Meter(server, args.callgrind)
     try:
-        return {s: asyncio.run(drive(server, s, args.requests, args.connections, meter)) for s in args.scenarios}
+        return {s: asyncio.run(drive(server, s, args.requests, args.connections, meter, args.signed))
+                for s in args.scenarios}
     finally:
         server.stop()
         for f in tmp.glob(f"{tag}.db*"):
@@ -132,6 +146,7 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--callgrind", action="store_true", help="count instructions under valgrind instead")
+    parser.add_argument("--signed", action="store_true", help="credentials on, every request signed with SigV4")
     args = parser.parse_args()
     revs = args.rev or ["."]
     with tempfile.TemporaryDirectory(prefix="cpu-per-request-") as name:
@@ -147,7 +162,8 @@ def main() -> int:
                 print(f"round {round_no + 1} {rev:>10}: " + "  ".join(f"{s} {us:6.1f}" for s, us in got.items()),
                       file=sys.stderr, flush=True)
     unit = "thousands of instructions (callgrind)" if args.callgrind else "µs of server CPU"
-    print(f"{unit} per request, min of {args.rounds} rounds of {args.requests} requests:")
+    print(f"{unit} per {'signed ' if args.signed else ''}request, min of {args.rounds} rounds of {args.requests} "
+          f"requests:")
     print(f"{'revision':>12} " + " ".join(f"{s:>11}" for s in args.scenarios))
     for rev in revs:
         print(f"{rev:>12} " + " ".join(f"{best[rev][s]:11.1f}" for s in args.scenarios))

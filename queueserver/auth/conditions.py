@@ -4,7 +4,8 @@ Each operator may carry `IfExists` (true when the key is absent). As in IAM: sev
 for one key match when any does (a negated operator when none does); several keys and several
 operators must all hold; a key absent from the request fails a positive operator and passes a
 negated one. The `ForAnyValue:` / `ForAllValues:` set operators are refused: every key here
-has one value.
+has one value. `…Like` values (and the Arn operators') are wildcards.py patterns, cut once when
+the policy is read.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from datetime import datetime, timezone
 from operator import eq, ge, gt, le, lt
 from typing import Any, Callable
 
+from queueserver.auth.wildcards import Wildcard
 from queueserver.errors import ConditionError
 
 
-def _like(pattern: str, value: str) -> bool:
-    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.fullmatch(body, value, re.DOTALL) is not None
+def _like(pattern: Wildcard, value: str) -> bool:
+    return pattern.match(value)
 
 
 def _number(text: str) -> float:
@@ -46,8 +47,8 @@ def _compare(convert: Callable[[str], float], test: Callable[[float, float], boo
     return lambda pattern, value: test(convert(value), convert(pattern))
 
 
-# operator -> (does one value match, negated)
-_OPERATORS: dict[str, tuple[Callable[[str, str], bool], bool]] = {
+# operator -> (does one value match, negated); a pattern is a value as _PATTERNS prepares it
+_OPERATORS: dict[str, tuple[Callable[[Any, str], bool], bool]] = {
     "StringEquals": (lambda p, v: v == p, False),
     "StringNotEquals": (lambda p, v: v == p, True),
     "StringEqualsIgnoreCase": (lambda p, v: v.lower() == p.lower(), False),
@@ -68,6 +69,7 @@ _COMPARISONS = {"Equals": (eq, False), "NotEquals": (eq, True), "LessThan": (lt,
 _OPERATORS.update({f"{kind}{name}": (_compare(convert, test), negated)
                    for kind, convert in (("Numeric", _number), ("Date", _date))
                    for name, (test, negated) in _COMPARISONS.items()})
+_PATTERNS = frozenset(name for name, (test, _) in _OPERATORS.items() if test is _like)
 _CHECKS: dict[str, Callable[[str], Any]] = {
     "Numeric": _number, "Date": _date, "IpAddress": ipaddress.ip_network, "NotIpAddress": ipaddress.ip_network,
 }
@@ -79,6 +81,7 @@ class Condition:
     key: str  # lower-case: condition key names are case-insensitive
     values: tuple[str, ...]
     if_exists: bool
+    patterns: tuple[Any, ...]  # what the operator's test takes: the values, or Wildcards of them
 
     def holds(self, context: dict[str, str]) -> bool:
         value = context.get(self.key)
@@ -88,7 +91,7 @@ class Condition:
             return self.if_exists or _OPERATORS[self.operator][1]
         test, negated = _OPERATORS[self.operator]
         try:
-            matched = any(test(pattern, value) for pattern in self.values)
+            matched = any(test(pattern, value) for pattern in self.patterns)
         except ValueError:  # a request value the operator cannot read (an IPv6 peer against an IPv4 range…)
             matched = False
         return not matched if negated else matched
@@ -122,5 +125,6 @@ def parse_conditions(block: Any) -> tuple[Condition, ...]:
                         check(value)
             except ValueError:
                 raise ConditionError(f"{name} {key}: {values!r} are not values this operator reads") from None
-            conditions.append(Condition(operator, key.lower(), values, if_exists))
+            patterns = tuple(Wildcard(v) for v in values) if operator in _PATTERNS else values
+            conditions.append(Condition(operator, key.lower(), values, if_exists, patterns))
     return tuple(conditions)

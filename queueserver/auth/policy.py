@@ -1,10 +1,11 @@
 """IAM-style policy documents: parsing, and whether one allows, denies or says nothing.
 
 Supported: Effect, Principal / NotPrincipal (`*`, account ids, `arn:aws:iam::ID:root`, user and
-role ARNs), Action / NotAction with `*` and `?` wildcards (case-insensitive), Resource /
-NotResource with wildcards, and the Condition operators of `conditions.py`. Anything else
-(Principal types other than AWS, unknown operators) is refused when the policy is read, so a
-policy never means less than it says.
+role ARNs, with wildcards), Action / NotAction with `*` and `?` wildcards (case-insensitive),
+Resource / NotResource with wildcards, and the Condition operators of `conditions.py`. Every
+pattern is matched by wildcards.py, in time bounded by its length. Anything else (Principal
+types other than AWS, unknown operators) is refused when the policy is read, so a policy never
+means less than it says.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from enum import Enum
 from typing import Any
 
 from queueserver.auth.conditions import Condition, parse_conditions
+from queueserver.auth.wildcards import Wildcard
 from queueserver.errors import ConditionError, PolicyError
 
 
@@ -42,11 +44,6 @@ class AccessRequest:
     context: dict[str, str]  # condition keys, lower-case names
 
 
-def _wildcard(pattern: str, *, ignore_case: bool) -> re.Pattern[str]:
-    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.compile(f"^{body}$", re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL)
-
-
 def _strings(value: Any, field: str) -> list[str]:
     values = [value] if isinstance(value, str) else value
     if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
@@ -59,14 +56,15 @@ class _Principals:
     anyone: bool
     accounts: frozenset[str]
     arns: frozenset[str]
+    arn_patterns: tuple[Wildcard, ...]  # ARNs with `*` or `?` (AWS refuses them; here they match as written)
 
     @classmethod
     def parse(cls, value: Any, field: str) -> _Principals:
         if value == "*":
-            return cls(True, frozenset(), frozenset())
+            return cls(True, frozenset(), frozenset(), ())
         if not isinstance(value, dict) or set(value) != {"AWS"}:
             raise PolicyError(f'{field} must be "*" or {{"AWS": ...}}; other principal types are not supported')
-        anyone, accounts, arns = False, set(), set()
+        anyone, accounts, arns, patterns = False, set(), set(), []
         for entry in _strings(value["AWS"], field):
             root = re.fullmatch(r"arn:aws:iam::(\d{12}):root", entry)
             if entry == "*":
@@ -74,13 +72,18 @@ class _Principals:
             elif re.fullmatch(r"\d{12}", entry) or root:
                 accounts.add(root.group(1) if root else entry)
             elif re.fullmatch(r"arn:aws:(iam|sts)::\d{12}:\S+", entry):
-                arns.add(entry)
+                if "*" in entry or "?" in entry:
+                    patterns.append(Wildcard(entry))
+                else:
+                    arns.add(entry)
             else:
                 raise PolicyError(f"{field}: invalid principal {entry!r}")
-        return cls(anyone, frozenset(accounts), frozenset(arns))
+        return cls(anyone, frozenset(accounts), frozenset(arns), tuple(patterns))
 
     def match(self, request: AccessRequest) -> Match | None:
         if self.anyone or request.principal_arn in self.arns:
+            return Match.EXACT
+        if self.arn_patterns and any(p.match(request.principal_arn) for p in self.arn_patterns):
             return Match.EXACT
         if request.principal_account in self.accounts:
             return Match.ACCOUNT
@@ -92,9 +95,9 @@ class Statement:
     allow: bool
     principals: _Principals | None  # None: an identity policy's statement, about its own key
     not_principal: bool
-    actions: tuple[re.Pattern[str], ...]
+    actions: tuple[Wildcard, ...]
     not_action: bool
-    resources: tuple[re.Pattern[str], ...]
+    resources: tuple[Wildcard, ...]
     not_resource: bool
     conditions: tuple[Condition, ...]
 
@@ -150,9 +153,9 @@ def _statement(raw: Any, index: int, resource_policy: bool) -> Statement:
         allow=raw["Effect"] == "Allow",
         principals=_Principals.parse(principal, f"Statement {index} Principal") if principal is not None else None,
         not_principal=not_principal,
-        actions=tuple(_wildcard(a, ignore_case=True) for a in _strings(action, f"Statement {index} Action")),
+        actions=tuple(Wildcard(a, ignore_case=True) for a in _strings(action, f"Statement {index} Action")),
         not_action=not_action,
-        resources=tuple(_wildcard(r, ignore_case=False)
+        resources=tuple(Wildcard(r)
                         for r in (_strings(resource, f"Statement {index} Resource") if resource is not None
                                   else ["*"])),
         not_resource=not_resource,

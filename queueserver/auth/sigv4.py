@@ -1,12 +1,18 @@
 """AWS Signature Version 4, checked as AWS checks it, in the header and the presigned form.
 
-The canonical request, string to sign and signing key are AWS's (and botocore's). The payload
-hash is the body's SHA-256, so a changed body fails; a declared `x-amz-content-sha256` must be
-that hash, or `UNSIGNED-PAYLOAD` over TLS only (where botocore itself stops hashing and the
-transport protects the body), and a presigned URL without a body may also be signed with
-`UNSIGNED-PAYLOAD` (as S3-style presigners do). The request time must be within 5 minutes of
-the server's clock; a presigned URL also until its X-Amz-Expires. Session tokens are not issued
-here, so a request carrying one is answered InvalidClientTokenId.
+The canonical request, string to sign and signing key are AWS's (and botocore's). What the
+signature covers is what the request may use: `host` must be signed (AWS's rule: it goes into
+queue URLs), and so must `x-amz-target` and `content-type` whenever they are sent, because they
+choose the wire protocol, the action and whether the body is read (protocol/codecs.py); the query
+string is decoded for the canonical request exactly as the Query protocol decodes it (`+` is a
+space). The payload hash is the body's SHA-256, so a changed body fails; a declared
+`x-amz-content-sha256` must be that hash, or `UNSIGNED-PAYLOAD` in the header form over TLS
+(where the transport protects the body), and a presigned URL may be signed with
+`UNSIGNED-PAYLOAD` (as every presigner does) only for a request without a body: what a
+presigned URL runs is in its signed query string. The request time must be within 5 minutes of
+the server's clock; a presigned URL also needs X-Amz-Expires, at most 7 days, and works until
+then. The credential scope's region must be a region name. Session tokens are not issued here,
+so a request carrying one is answered InvalidClientTokenId.
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote_plus
 
 from queueserver import errors
 from queueserver.auth.credentials import AccessKey, CredentialStore
+from queueserver.limits import REGION_NAME
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "sqs"
@@ -31,6 +38,9 @@ _AMZ_DATE = re.compile(r"\d{8}T\d{6}Z")  # used with fullmatch: `$` would let "\
 # What botocore and the other SDKs send; anything else takes the general parser (and its errors).
 _AUTHORIZATION = re.compile(r"AWS4-HMAC-SHA256 Credential=([^,\s]+), ?SignedHeaders=([^,\s]+), ?Signature=([^,\s]+)")
 _PLAIN_PATH = re.compile(r"/[A-Za-z0-9._~/-]*")  # nothing to encode (fullmatch)
+_REGION = re.compile(REGION_NAME)  # fullmatch
+# Headers that decide what a request runs, so a signature must cover them when they are sent.
+_SIGNED_WHEN_SENT = ("x-amz-target", "content-type")
 _KEPT = 1024  # entries of each cache below; a full cache starts again empty
 
 
@@ -85,13 +95,27 @@ def _query_pairs(query_string: str) -> list[tuple[str, str]]:
     for part in query_string.split("&"):
         if part:
             name, _, value = part.partition("=")
-            pairs.append((unquote(name), unquote(value)))
+            pairs.append((unquote_plus(name), unquote_plus(value)))  # as the Query protocol reads them
     return pairs
 
 
 def _canonical_query(pairs: list[tuple[str, str]]) -> str:
     encoded = sorted((quote(k, safe="-_.~"), quote(v, safe="-_.~")) for k, v in pairs)
     return "&".join(f"{k}={v}" for k, v in encoded)
+
+
+def invalid_region(region: str) -> errors.SignatureDoesNotMatch:
+    """AWS's answer to a credential scope whose region is no region (it would end up in ARNs and URLs)."""
+    shown = region if len(region) <= 64 else region[:64] + "..."
+    return errors.SignatureDoesNotMatch(f"Credential should be scoped to a valid region, not '{shown}'.")
+
+
+def _unsigned_header(names: list[str], headers: dict[str, str]) -> errors.IncompleteSignature:
+    """The error for a request whose signature leaves out `host`, or a sent header of _SIGNED_WHEN_SENT."""
+    if "host" not in names:
+        return errors.IncompleteSignature("'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.")
+    unsigned = next(name for name in _SIGNED_WHEN_SENT if name in headers and name not in names)
+    return errors.IncompleteSignature(f"'{unsigned.title()}' must be a 'SignedHeader' in the AWS Authorization.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +190,7 @@ class SigV4Verifier:
         pairs = _query_pairs(request.query_string)
         fields = dict(pairs)
         missing = [name for name in ("X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Signature", "X-Amz-SignedHeaders",
-                                     "X-Amz-Date") if not fields.get(name)]
+                                     "X-Amz-Date", "X-Amz-Expires") if not fields.get(name)]
         if missing:
             raise errors.IncompleteSignature(
                 " ".join(f"AWS query-string parameters must include '{name}'." for name in missing)
@@ -175,7 +199,7 @@ class SigV4Verifier:
             raise errors.IncompleteSignature(f"Unsupported AWS 'algorithm': '{fields['X-Amz-Algorithm']}'.")
         if "X-Amz-Security-Token" in fields:
             raise errors.InvalidClientTokenId()
-        expires = fields.get("X-Amz-Expires", str(MAX_PRESIGNED_SECONDS))
+        expires = fields["X-Amz-Expires"]
         if not expires.isdigit() or not 1 <= int(expires) <= MAX_PRESIGNED_SECONDS:
             raise errors.IncompleteSignature(
                 f"X-Amz-Expires must be a number of seconds from 1 to {MAX_PRESIGNED_SECONDS}.")
@@ -190,10 +214,11 @@ class SigV4Verifier:
         declared = request.headers.get("x-amz-content-sha256")
         if declared is None or declared == actual:
             return (actual, UNSIGNED_PAYLOAD) if presigned and not request.body else (actual,)
-        if declared == UNSIGNED_PAYLOAD and request.secure:
+        if declared == UNSIGNED_PAYLOAD and request.secure and not (presigned and request.body):
             return (UNSIGNED_PAYLOAD,)
         raise errors.SignatureDoesNotMatch(
-            "The provided 'x-amz-content-sha256' header does not match what was computed.")
+            "The provided 'x-amz-content-sha256' header does not match what was computed."
+            + (" A presigned request with a body must sign the body's hash." if presigned and request.body else ""))
 
     def _check(self, request: Signed, credential: str, amz_date: str, signed_headers: str, signature: str,
                canonical_query: str, now_ms: int, expires_s: int | None) -> Verified:
@@ -208,6 +233,12 @@ class SigV4Verifier:
                     f"Credential should be scoped to a valid region, not '{parts[2] if len(parts) > 2 else ''}'. "
                     f"Credential={credential}" if len(parts) == 5 else
                     f"Credential should be a key id, date, region, service and aws4_request. Credential={credential}")
+        headers = request.headers
+        names = signed_headers.split(";")
+        # host, and _SIGNED_WHEN_SENT spelled out (a loop would cost every request more)
+        if ("host" not in names or ("x-amz-target" in headers and "x-amz-target" not in names)
+                or ("content-type" in headers and "content-type" not in names)):
+            raise _unsigned_header(names, headers)
         signed_at = self._times.get(amz_date)
         if signed_at is None and not _AMZ_DATE.fullmatch(amz_date):
             raise errors.IncompleteSignature(f"X-Amz-Date must be in the ISO8601 Long Format: {amz_date}")
@@ -232,8 +263,6 @@ class SigV4Verifier:
                 f"({_format_time(now_ms)} - 5 min.)")
         if expires_s is not None and now_ms > signed_at + expires_s * 1000:
             raise errors.RequestExpired()
-        headers = request.headers
-        names = signed_headers.split(";")
         canonical_headers = "".join([f"{name}:{headers.get(name, '')}\n" for name in names])
         if ("  " in canonical_headers or "\t" in canonical_headers or ": " in canonical_headers
                 or " \n" in canonical_headers):  # a value to trim: rare, so one look at all of them
@@ -253,6 +282,8 @@ class SigV4Verifier:
     def _new_scope(self, credential: str, parts: list[str]) -> _Scope:
         """Check a credential scope not seen since the keys were last loaded, and keep it."""
         key_id, day, region, service, _ = parts
+        if not _REGION.fullmatch(region):
+            raise invalid_region(region)
         key = self._keys.get(key_id)
         if key is None:
             raise errors.InvalidClientTokenId()

@@ -18,7 +18,9 @@ from urllib.parse import unquote
 from queueserver import errors
 from queueserver import extensions as ext
 from queueserver.auth import Authenticator, Caller, Signed
+from queueserver.auth.sigv4 import invalid_region
 from queueserver.client_connection import Receive
+from queueserver.limits import REGION_NAME
 from queueserver.models import uuid4_string
 from queueserver.protocol import extension_actions, message_actions as m, queue_actions as q, redrive_actions as r
 from queueserver.protocol.codecs import Codec, HttpResponse, codec_for
@@ -59,7 +61,8 @@ ACTIONS: dict[str, Handler] = {
     ext.LIST_SUBSCRIPTIONS_ACTION: extension_actions.list_subscriptions,
 }
 
-_CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/,\s]+)/")
+# An unverified credential scope (credentials off): the key id, and the region, or (group 3) a region that is none.
+_CREDENTIAL = re.compile(rf"Credential=([^/,\s]+)/\d{{8}}/(?:({REGION_NAME})|([^/,\s]+))/")
 # A queue URL's path: `/<account>/<name>`, or `/queue/<region>/<account>/<name>` outside the home region.
 _QUEUE_PATH = re.compile(r"(?:/queue/[^/]+)?/[^/]+/[^/]+/?")  # used with fullmatch: `$` would let "\n" through
 # The actions that act on one queue (they take a QueueUrl): the only ones a queue URL accepts.
@@ -111,7 +114,9 @@ class Dispatcher:
         if not match and query_credential:
             match = _CREDENTIAL.search(f"Credential={query_credential}")
         if match:
-            sender, region = match.group(1), match.group(2)
+            sender, region, invalid = match.groups()
+            if invalid is not None:
+                raise invalid_region(invalid)
         return RequestContext(region=region, account=self._account, base_url=f"{request.scheme}://{host}",
                               request_id=request_id, sender_id=sender, home_region=self._region,
                               trace_header=request.headers.get("x-amzn-trace-id"), action=action,

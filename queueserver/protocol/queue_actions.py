@@ -17,6 +17,7 @@ from queueserver.storage import QueueEngine
 
 _STANDARD_NAME = re.compile(rf"[A-Za-z0-9_-]{{1,{limits.MAX_QUEUE_NAME_LENGTH}}}")  # fullmatch: no "$", which lets "\n" by
 _FIFO_NAME = re.compile(rf"[A-Za-z0-9_-]{{1,{limits.MAX_QUEUE_NAME_LENGTH - len('.fifo')}}}\.fifo")
+_REGION_NAME = re.compile(limits.REGION_NAME)  # fullmatch
 _ACCOUNT_ID = re.compile(r"[0-9]{12}")
 _PERMISSION_ACTIONS = {
     "*", "ChangeMessageVisibility", "DeleteMessage", "GetQueueAttributes", "GetQueueUrl",
@@ -59,6 +60,8 @@ async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, An
     requested = params.string_map(p, "Attributes")
     fifo = requested.get("FifoQueue", "false").strip().lower() == "true"
     check_queue_name(name, fifo)
+    if not _REGION_NAME.fullmatch(ctx.region):  # a signature's region is checked before; this is every other door
+        raise errors.InvalidParameterValue(f"{ctx.region[:64]!r} is not a region name.")
     ctx.authorize(f"arn:aws:sqs:{ctx.region}:{ctx.account}:{name}", ctx.account, None)
     supplied = _check_attributes(engine, ctx, name, fifo, requested, creating=True)
     tags = params.string_map(p, "tags")

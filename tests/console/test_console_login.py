@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit
 
 import boto3
 import pytest
@@ -301,3 +301,19 @@ def test_a_key_without_the_subscription_actions_neither_sees_nor_creates_subscri
     assert status == 403
     body = alice.request("GET", page)[2]
     assert re.findall(r'data-subscription="([^"]+)"', body) == ["audit"]
+
+
+def test_the_create_form_makes_no_queue_in_a_region_that_is_no_region_name(login_server: Any) -> None:
+    """The SQS endpoint refuses such a region in the signature; the console's form reaches the same CreateQueue."""
+    alice = Browser(login_server.endpoint)
+    alice.login("AKIDALICE", "alice-secret")
+    token = alice.cookies["qs_console_csrf"]
+    for region in ("us-east-1:222222222222", "a" * 3000):
+        status, headers, _ = alice.request("POST", "/console/create",
+                                           {"csrf_token": token, "name": "login-regional", "region": region})
+        assert status == 303 and "InvalidParameterValue" in unquote(headers["location"]), headers
+    assert "login-regional" not in alice.request("GET", "/console/")[2]
+    status, headers, _ = alice.request("POST", "/console/create",
+                                       {"csrf_token": token, "name": "login-regional", "region": "eu-west-1"})
+    assert (status, headers["location"].split("?")[0]) == (303, f"/console/queues/eu-west-1/{OWNER}/login-regional")
+    assert "login-regional" in alice.request("GET", "/console/")[2]

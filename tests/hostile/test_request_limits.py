@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from queueserver.app import ROUTES, RouteRule
 from support.metrics import Scrape
-from support.net import answered, connect, make_test_ca, memory_kib, open_descriptors, read_until_closed, status_of
+from support.auth import make_test_ca
+from support.net import answered, connect, memory_kib, open_descriptors, read_until_closed, status_of
 from support.server import wait_for
 from support.sqs import unique_queue_name
 from support.wire import raw_json_call

@@ -7,6 +7,7 @@ sign with real keys, over each wire protocol in turn (`protocol`).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +16,15 @@ from support.server import Server, start
 
 
 @pytest.fixture(scope="module")
-def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def auth_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of `auth_server`'s database (auth.db) and credentials file (keys.toml)."""
+    return tmp_path_factory.mktemp("auth")
+
+
+@pytest.fixture(scope="module")
+def auth_server(auth_folder: Path) -> Iterator[Server]:
     """A `--test-clock` server with credentials on, one per module."""
-    folder = tmp_path_factory.mktemp("auth")
+    folder = auth_folder
     server = start(folder / "auth.db", "--test-clock", "--credentials", str(write_credentials(folder / "keys.toml")))
     yield server
     assert server.stop() == 0

@@ -7,9 +7,8 @@ import os
 import signal
 
 import pytest
-from support.auth import KEYS, credentials_toml, signed_client, write_credentials
+from support.auth import KEYS, credentials_toml, make_test_ca, signed_client, write_credentials
 from botocore.exceptions import ClientError, SSLError
-from support.net import make_test_ca
 from support.server import start, wait_for
 from support.server import try_serve
 

@@ -7,6 +7,9 @@ presigned URLs), so the server is checked against the signer every SDK uses.
 from __future__ import annotations
 
 import json
+import re
+import ssl
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ from typing import Any
 import boto3
 from botocore.auth import SigV4Auth, SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
+from botocore.compat import HTTPHeaders
 from botocore.config import Config
 from botocore.credentials import Credentials
 from support import wire
@@ -82,11 +86,98 @@ def presign(url: str, key_id: str, expires: int, region: str = "us-east-1", meth
     return str(request.url)
 
 
-def send(request: AWSRequest, body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
-    """Send a prepared request (with `body` instead of the signed one, to tamper); status, headers, body."""
+class _OnlySigV4Auth(SigV4Auth):
+    """botocore's header signer covering only some of the request's headers (as a careless or hostile signer
+    would); the others may then be added or changed without breaking the signature."""
+
+    def __init__(self, credentials: Credentials, region: str, names: set[str]) -> None:
+        super().__init__(credentials, "sqs", region)
+        self._names = names
+
+    def headers_to_sign(self, request: AWSRequest) -> HTTPHeaders:
+        headers = super().headers_to_sign(request)
+        for name in {name.lower() for name in headers.keys()} - self._names:
+            del headers[name]
+        return headers
+
+
+class _OnlySigV4QueryAuth(SigV4QueryAuth):
+    """botocore's presigner covering only `names` (None: all it would), and without X-Amz-Expires if asked."""
+
+    def __init__(self, credentials: Credentials, region: str, expires: int, names: set[str] | None,
+                 with_expiry: bool) -> None:
+        super().__init__(credentials, "sqs", region, expires=expires)
+        self._names, self._with_expiry = names, with_expiry
+
+    def headers_to_sign(self, request: AWSRequest) -> HTTPHeaders:
+        headers = super().headers_to_sign(request)
+        if self._names is not None:
+            for name in {name.lower() for name in headers.keys()} - self._names:
+                del headers[name]
+        return headers
+
+    def _modify_request_before_signing(self, request: AWSRequest) -> None:
+        super()._modify_request_before_signing(request)
+        if not self._with_expiry:  # before the canonical request is made: the signature covers its absence
+            request.url = re.sub(r"X-Amz-Expires=\d+&?", "", request.url)
+
+
+def sign_only(request: AWSRequest, key_id: str, names: set[str], region: str = "us-east-1") -> AWSRequest:
+    """Sign with SigV4 covering only the headers `names` (lower-case)."""
+    _OnlySigV4Auth(Credentials(key_id, secret_of(key_id)), region, names).add_auth(request)
+    return request
+
+
+def presign_only(url: str, key_id: str, *, names: set[str] | None = None, expires: int = 300,
+                 with_expiry: bool = True, method: str = "GET", headers: dict[str, str] | None = None) -> str:
+    """A presigned URL signing only the headers `names`, or lacking X-Amz-Expires (`with_expiry=False`)."""
+    request = AWSRequest(method=method, url=url, headers=headers or {})
+    _OnlySigV4QueryAuth(Credentials(key_id, secret_of(key_id)), "us-east-1", expires, names,
+                        with_expiry).add_auth(request)
+    return str(request.url)
+
+
+def add_unsigned_headers(client: Any, headers: dict[str, str]) -> Any:
+    """Make `client` add these headers to every request after signing it (as a proxy, or a tamperer, would)."""
+    def add(request: Any, **_: Any) -> None:
+        for name, value in headers.items():
+            request.headers[name] = value
+
+    client.meta.events.register("before-send.sqs", add)
+    return client
+
+
+def send(request: AWSRequest, body: bytes | None = None, headers: dict[str, str] | None = None,
+         context: ssl.SSLContext | None = None) -> tuple[int, dict[str, str], bytes]:
+    """Send a prepared request (with `body` instead of the signed one, or `headers` added, to tamper; `context`
+    to verify HTTPS); status, headers, body."""
     data = request.body if body is None else body
-    response = wire.send(request.url, request.method, data or None, dict(request.headers.items()), timeout=10)
+    response = wire.send(request.url, request.method, data or None, {**dict(request.headers.items()), **(headers or {})},
+                         timeout=10, context=context)
     return response.status, response.headers, response.body
+
+
+def refusal(answer: tuple[int, dict[str, str], bytes]) -> tuple[int, str]:
+    """The status and error code of an answer from `send` (its `x-amzn-query-error`, in either protocol)."""
+    status, headers, _ = answer
+    return status, headers.get("x-amzn-query-error", "").partition(";")[0]
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+
+def make_test_ca(folder: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a certificate it signed for 127.0.0.1: (ca.pem, server.pem, server.key)."""
+    ca_key, ca, key, csr, cert = (folder / n for n in ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem"))
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca),
+             "-days", "2", "-subj", "/CN=queueserver test CA")
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", "/CN=127.0.0.1")
+    extensions = folder / "san.ext"
+    extensions.write_text("subjectAltName = IP:127.0.0.1\n")
+    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
+             "-out", str(cert), "-days", "2", "-extfile", str(extensions))
+    return ca, cert, key
 
 
 def json_request(endpoint: str, action: str, params: dict[str, Any]) -> AWSRequest:

@@ -1,12 +1,10 @@
-"""Raw sockets, a throwaway TLS certificate, and /proc readings for the hostile-client tests (Linux)."""
+"""Raw sockets and /proc readings for the hostile-client tests (Linux)."""
 
 from __future__ import annotations
 
 import os
 import select
 import socket
-import subprocess
-from pathlib import Path
 from urllib.parse import urlparse
 
 
@@ -69,20 +67,3 @@ def server_end_open(endpoint: str, client_port: int) -> bool:
             if (local_port, remote_port) == (server_port, client_port) and fields[3] in ("01", "08"):
                 return True
     return False
-
-
-def _openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
-
-
-def make_test_ca(folder: Path) -> tuple[Path, Path, Path]:
-    """A throwaway CA and a certificate it signed for 127.0.0.1: (ca.pem, server.pem, server.key)."""
-    ca_key, ca, key, csr, cert = (folder / n for n in ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem"))
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca),
-             "-days", "2", "-subj", "/CN=queueserver test CA")
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", "/CN=127.0.0.1")
-    extensions = folder / "san.ext"
-    extensions.write_text("subjectAltName = IP:127.0.0.1\n")
-    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
-             "-out", str(cert), "-days", "2", "-extfile", str(extensions))
-    return ca, cert, key

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ET
@@ -49,11 +50,12 @@ def _qualified(path: str) -> str:
     return "/".join(f"{{{NS}}}{part}" if part not in (".", "..") else part for part in path.split("/"))
 
 
-def send(url: str, method: str, data: bytes | None, headers: dict[str, str], timeout: float = 30) -> RawResponse:
-    """Send one request and return what came back (never raises on 4xx/5xx)."""
+def send(url: str, method: str, data: bytes | None, headers: dict[str, str], timeout: float = 30,
+         context: ssl.SSLContext | None = None) -> RawResponse:
+    """Send one request and return what came back (never raises on 4xx/5xx); `context` verifies HTTPS."""
     req = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
             return RawResponse(resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read())
     except urllib.error.HTTPError as e:
         with e:

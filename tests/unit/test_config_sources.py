@@ -98,6 +98,7 @@ def test_an_integer_is_a_valid_value_for_a_float_setting_in_the_file(tmp_path: P
     ("[queues.orders]\ntags = { team = 5 }\n", "key queues.orders.tags: expected a table of strings"),
     ("[queues.orders]\naccount = \"123456789012\"\n", "key queues.orders.account: this server serves one account"),
     ("[queues.orders]\nVisibilityTimeout = [1]\n", "key queues.orders.VisibilityTimeout: expected a string"),
+    ("[queues.orders]\nregion = \"us-east-1:222222222222\"\n", "key queues.orders.region: expected a region name"),
 ])
 def test_a_bad_file_is_refused_in_one_line_naming_the_key_and_the_problem(tmp_path: Path, text: str,
                                                                           named: str) -> None:
@@ -106,6 +107,12 @@ def test_a_bad_file_is_refused_in_one_line_naming_the_key_and_the_problem(tmp_pa
         _load(["--config", path])
     message = str(refused.value)
     assert named in message and path in message and "\n" not in message
+
+
+@pytest.mark.parametrize("region", ["us-east-1:222222222222", "US-EAST-1", "a" * 64, "east-"])
+def test_a_region_that_is_no_region_name_is_refused(region: str) -> None:
+    with pytest.raises(ConfigError, match="expected a region name"):
+        _load(["--region", region])
 
 
 def test_a_bad_variable_is_refused_naming_the_variable() -> None:
