@@ -1,15 +1,19 @@
-"""The HTTP adapter: HTTP in, Dispatcher, HTTP out; plus /metrics, /health, /ready and the test clock.
+"""The HTTP adapter: HTTP in, Dispatcher, HTTP out; plus /metrics, /health, /ready, the test clock and the console.
+
+Every request passes one door first: its body is read here, bounded by its route's limit while it
+streams (http_body.py), before anything of the route runs. ROUTES is the table of routes the app
+dispatches on, each with its body limit.
 
 The SQS endpoint is a plain ASGI callable that builds the request from the ASGI scope:
 it is every request's path, and starlette's Request/Response/routing would cost more than
 the protocol work there (scripts/BENCHMARKS.md, "Measurements behind code choices").
-Starlette serves the rest (the test clock), where convenience matters more.
+Starlette serves the rest (the test clock, the console), where convenience matters more.
 
 With credentials on, /metrics wants a signed request of a key whose identity policy allows
 `queueserver:GetMetrics` (it names every account's queues), and moving the test clock wants a key
 marked `admin = true` (every tenant's signatures are checked against it). A second app serves the
 metrics listener (`--metrics-listen`): /metrics, /health and /ready only, unsigned, for a scraper
-that cannot sign and an address only it can reach.
+that cannot sign and an address only it can reach; its bodies pass the same door.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from __future__ import annotations
 import json
 import time
 from bisect import bisect_left
-from typing import Any, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, MutableMapping
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -31,64 +36,76 @@ from queueserver.client_text import json_document
 from queueserver.clock import MAX_ADVANCE_SECONDS
 from queueserver.config import ServerConfig
 from queueserver.console import CONSOLE_PREFIX, create_console
+from queueserver.http_body import read_rest, refuse_declared_oversize, replay
 from queueserver.logs import AccessLog
 from queueserver.metrics import Metrics
 from queueserver.protocol import Dispatcher, HttpRequest, HttpResponse
 from queueserver.protocol.error_codes import wire_error
 from queueserver.storage import QueueEngine
-from queueserver.tallies import LATENCY_BOUNDS, RequestTally
+from queueserver.tallies import LATENCY_BOUNDS, ConnectionTally, RequestTally
 
 CLOCK_PATH = "/_queueserver/clock"
+CLOCK_BODY_BYTES = 1024  # {"advance_seconds": N}
 GET_METRICS = "queueserver:GetMetrics"  # the IAM action a key's identity policy must allow to read /metrics
-OPERATIONS_PATHS = frozenset({"/metrics", "/health", "/ready"})  # GET only; no queue URL has one path segment
-_SPECIAL_PATHS = OPERATIONS_PATHS | {CLOCK_PATH}
+_GET = frozenset({"GET"})  # /metrics, /health and /ready: no queue URL has one path segment
 
 
+@dataclass(frozen=True)
+class RouteRule:
+    """A path the app answers (or, with `prefix`, every path under it), the methods it serves there
+    (None: any), and the most body bytes the door reads for one of its requests."""
+
+    name: str
+    path: str
+    body_limit: Callable[[ServerConfig], int]
+    methods: frozenset[str] | None = None
+    prefix: bool = False
+
+
+def _body_limit(config: ServerConfig) -> int:
+    return config.max_body_bytes
+
+
+def _form_limit(config: ServerConfig) -> int:
+    return min(config.max_form_bytes, config.max_body_bytes)
+
+
+def _clock_limit(config: ServerConfig) -> int:
+    return min(CLOCK_BODY_BYTES, config.max_body_bytes)
+
+
+# Exact paths first, then prefixes; a request that matches none (any other path, or a method its path
+# does not serve) is an SQS request. create_app refuses a rule without a handler.
+ROUTES: tuple[RouteRule, ...] = (
+    RouteRule("metrics", "/metrics", _body_limit, _GET),
+    RouteRule("health", "/health", _body_limit, _GET),
+    RouteRule("ready", "/ready", _body_limit, _GET),
+    RouteRule("clock", CLOCK_PATH, _clock_limit),
+    RouteRule("console", CONSOLE_PREFIX, _form_limit, prefix=True),  # when the console is on
+    RouteRule("sqs", "/", _body_limit, prefix=True),
+)
+
+
+Handler = Callable[[dict[str, Any], dict[str, str], bytes, Any, Any, float], Awaitable[None]]
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
                    Awaitable[None]]
 
 
-def _http_request(scope: dict[str, Any], body: bytes, default_host: str) -> HttpRequest:
+def _headers(scope: MutableMapping[str, Any]) -> dict[str, str]:
+    return {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+
+
+def _http_request(scope: MutableMapping[str, Any], headers: dict[str, str], body: bytes, default_host: str) -> HttpRequest:
     return HttpRequest(
         method=scope["method"],
         path=scope["path"],
-        headers={name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]},
+        headers=headers,
         body=body,
         scheme=scope.get("scheme", "http"),
         default_host=default_host,
         query_string=scope.get("query_string", b"").decode("latin-1"),
         client_ip=(scope.get("client") or ("", 0))[0],
     )
-
-
-def _refuse_declared_oversize(headers: dict[str, str], limit: int) -> None:
-    """RequestTooLarge for a Content-Length over LIMIT, before any of the body is read."""
-    declared = headers.get("content-length", "")
-    if declared and (not declared.isdigit() or len(declared) > 18 or int(declared) > limit):
-        raise errors.RequestTooLarge(f"The request body must not be longer than {limit} bytes.")
-
-
-async def _read_body(headers: dict[str, str], receive: Any, limit: int,
-                     first: dict[str, Any] | None = None) -> bytes | None:
-    """The request body, refused (RequestTooLarge) by its Content-Length before any of it is
-    read, or as soon as a chunked body grows past LIMIT; None if the client disconnected.
-    `first`: its first message, already received (the caller's fast path)."""
-    if first is None:
-        _refuse_declared_oversize(headers, limit)
-    chunks = []
-    size = 0
-    while True:
-        message = first or await receive()
-        first = None
-        if message["type"] == "http.disconnect":
-            return None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise errors.RequestTooLarge(f"The request body must not be longer than {limit} bytes.")
-        chunks.append(chunk)
-        if not message.get("more_body"):
-            return b"".join(chunks)
 
 
 def _start_message(response: HttpResponse) -> dict[str, Any]:
@@ -107,59 +124,50 @@ def _json_response(status: int, document: dict[str, Any]) -> HttpResponse:
                         json.dumps(document).encode())
 
 
+def _plain(status: int, text: str) -> HttpResponse:
+    return HttpResponse(status, {"content-type": "text/plain; charset=utf-8"}, text.encode())
+
+
 def _error_document(error: errors.SQSError) -> HttpResponse:
     """An SQS error on the server's own endpoints (metrics, clock): its code and message as JSON."""
     return _json_response(wire_error(error).status, {"code": wire_error(error).query_code, "message": error.message})
 
 
-def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None) -> ASGIApp:
+def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None,
+               connections: ConnectionTally | None = None) -> ASGIApp:
     """The app of the main listener."""
-    return create_apps(config, engine, authenticator)[0]
+    return create_apps(config, engine, authenticator, connections)[0]
 
 
-def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None
-                ) -> tuple[ASGIApp, ASGIApp]:
-    """The main listener's app, and the metrics listener's (the same metrics, health and readiness)."""
+def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None,
+                connections: ConnectionTally | None = None) -> tuple[ASGIApp, ASGIApp]:
+    """The main listener's app, and the metrics listener's (the same metrics, health and readiness);
+    `connections`: the listeners' connection counts, for /metrics."""
     dispatcher = Dispatcher(engine, config.region, config.account_id, authenticator)
     guard = BrowserGuard(config.allowed_origins, config.allowed_hosts)
     guards_hosts = bool(config.allowed_hosts)
     default_host = f"{config.host}:{config.port}"
     requests = RequestTally()
     latencies = requests.by_action
-    metrics = Metrics(engine, requests)
+    metrics = Metrics(engine, requests, connections or ConnectionTally())
     access_log = AccessLog() if config.access_log else None
-    max_body_bytes = config.max_body_bytes
 
-    async def sqs(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        started = time.perf_counter()
-        http_request = _http_request(scope, b"", default_host)
-        headers = http_request.headers
+    async def sqs(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any, send: Any,
+                  started: float) -> None:
+        http_request = _http_request(scope, headers, body, default_host)
+        http_request.receive = receive  # a long poll learns from it that its client has gone
         reason = cors = None
         if guards_hosts or "origin" in headers or "sec-fetch-site" in headers:  # else the guard has nothing to say
             reason = guard.refusal(headers)
             cors = guard.cors_headers(headers) if reason is None else None
         if reason is not None:
             response = dispatcher.refuse(http_request, errors.AccessDenied(reason))
-        elif http_request.method == "OPTIONS" and cors and "access-control-request-method" in http_request.headers:
-            response = HttpResponse(200, guard.preflight_headers(http_request.headers), b"")
+        elif http_request.method == "OPTIONS" and cors and "access-control-request-method" in headers:
+            response = HttpResponse(200, guard.preflight_headers(headers), b"")
         else:
-            try:
-                _refuse_declared_oversize(headers, max_body_bytes)
-                message = await receive()
-                body = message.get("body", b"")
-                # A body in one message (nearly all) is taken here: _read_body's coroutine costs more.
-                if message.get("more_body") or message["type"] != "http.request" or len(body) > max_body_bytes:
-                    body = await _read_body(headers, receive, max_body_bytes, message)
-            except errors.RequestTooLarge as error:
-                response = dispatcher.refuse(http_request, error)
-                response.headers["connection"] = "close"  # the rest of the body is not worth reading
-            else:
-                if body is None:  # the client went away
-                    return
-                http_request.body = body
-                response = await dispatcher.handle(http_request)
-                if cors:
-                    response.headers.update(cors)
+            response = await dispatcher.handle(http_request)
+            if cors:
+                response.headers.update(cors)
         # _send's two steps and _start_message inline: a coroutine and two frames less a request
         response_body = response.body
         start = [(b"content-length", str(len(response_body)).encode())]
@@ -192,10 +200,10 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
             return _json_response(200, {"status": "ready"})
         reason = guard.refusal(headers)  # queue names are not for any web page that asks
         if reason is not None:
-            return HttpResponse(403, {"content-type": "text/plain; charset=utf-8"}, reason.encode())
+            return _plain(403, reason)
         if verify and authenticator is not None:
             try:
-                caller = dispatcher.authenticate(_http_request(scope, b"", default_host))
+                caller = dispatcher.authenticate(_http_request(scope, headers, b"", default_host))
                 assert caller is not None
                 caller.authorize_server_action(GET_METRICS)
             except errors.SQSError as error:
@@ -208,7 +216,7 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
         manual = engine.test_clock
         body = await request.body()
         try:  # with credentials on, only a signed request may read the clock, and only an admin key move it
-            caller = dispatcher.authenticate(_http_request(request.scope, body, default_host))
+            caller = dispatcher.authenticate(_http_request(request.scope, _headers(request.scope), body, default_host))
             if caller is not None and request.method == "POST" and not caller.key.admin:
                 raise errors.AccessDenied(f"User: {caller.key.arn} is not authorized to move the test clock: "
                                           "only a key marked admin = true in the credentials file may")
@@ -232,45 +240,100 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
     extras = Starlette(routes=[Route(CLOCK_PATH, clock, methods=["GET", "POST"])])
     console = create_console(config, engine, guard, authenticator) if config.console_enabled else None
 
+    async def operations_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
+                               send: Any, started: float) -> None:
+        await _send(send, await operations(scope, headers, verify=True))
+
+    async def clock_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
+                          send: Any, started: float) -> None:
+        if guard.refusal(headers):  # no web page may move the clock
+            await _send(send, HttpResponse(403, {"connection": "close"}, b"refused"))
+            return
+        await extras(scope, replay(body, receive), send)
+
+    async def console_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
+                            send: Any, started: float) -> None:
+        assert console is not None
+        await console(scope, replay(body, receive), send)
+
+    handlers: dict[str, Handler] = {"metrics": operations_route, "health": operations_route,
+                                    "ready": operations_route, "clock": clock_route, "sqs": sqs}
+    if console is not None:
+        handlers["console"] = console_route
+    served = [rule for rule in ROUTES if rule.name in handlers]
+    unhandled = {rule.name for rule in ROUTES} - set(handlers) - ({"console"} if console is None else set())
+    if unhandled:
+        raise RuntimeError(f"routes without a handler: {sorted(unhandled)}")
+    exact = {rule.path: rule for rule in served if not rule.prefix}
+    prefixed = [(rule.path, rule.path + "/", rule.name) for rule in served if rule.prefix and rule.name != "sqs"]
+    limits = {rule.name: rule.body_limit(config) for rule in served}
+    sqs_limit = limits["sqs"]
+
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        path = scope.get("path", "")
-        if console is not None and scope["type"] == "http" and (path == CONSOLE_PREFIX
-                                                                or path.startswith(CONSOLE_PREFIX + "/")):
-            await console(scope, receive, send)
-        elif scope["type"] == "http" and path not in _SPECIAL_PATHS:
-            await sqs(scope, receive, send)
-        elif scope["type"] == "http" and scope["path"] in OPERATIONS_PATHS:
-            if scope["method"] != "GET":  # anything else there is an SQS request (and gets its error)
-                await sqs(scope, receive, send)
-                return
-            headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
-            await _send(send, await operations(scope, headers, verify=True))
-        elif scope["type"] == "http":  # the test clock: no web page may move it, and its body is small
-            headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
-            try:
-                body = None if guard.refusal(headers) else await _read_body(headers, receive, 1024)
-            except errors.RequestTooLarge:
-                body = None
-            if body is None:
-                await _send(send, HttpResponse(403, {"connection": "close"}, b"refused"))
-                return
-
-            async def replay() -> dict[str, Any]:
-                return {"type": "http.request", "body": body, "more_body": False}
-
-            await extras(scope, replay, send)
-        else:
+        if scope["type"] != "http":  # a WebSocket: starlette closes it
             await extras(scope, receive, send)
+            return
+        started = time.perf_counter()
+        path = scope["path"]
+        kind = "sqs"
+        found = exact.get(path)
+        if found is None:
+            for prefix, under, name in prefixed:
+                if path == prefix or path.startswith(under):
+                    kind = name
+                    break
+        elif found.methods is None or scope["method"] in found.methods:
+            kind = found.name
+        # (else: anything but a GET of /metrics, /health or /ready is an SQS request, and gets its error)
+        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+        # The door: the body, bounded by the route's limit, before anything of the route runs.
+        limit = sqs_limit if kind == "sqs" else limits[kind]
+        try:
+            refuse_declared_oversize(headers, limit)
+            message = await receive()
+            body = message.get("body", b"")
+            # A body in one message (nearly all) is taken here: read_rest's coroutine costs more.
+            if message.get("more_body") or message["type"] != "http.request" or len(body) > limit:
+                body = await read_rest(receive, limit, message)
+        except errors.RequestTooLarge as error:
+            await _send(send, refusal(kind, scope, headers, error))
+            return
+        if body is None:  # the client went away
+            return
+        await (sqs if kind == "sqs" else handlers[kind])(scope, headers, body, receive, send, started)
+
+    def refusal(kind: str, scope: dict[str, Any], headers: dict[str, str],
+                error: errors.RequestTooLarge) -> HttpResponse:
+        """413 for a body over the route's limit, in the SQS protocol on its endpoint; the rest is not read."""
+        if kind == "sqs":
+            response = dispatcher.refuse(_http_request(scope, headers, b"", default_host), error)
+        else:
+            response = _plain(413, error.message)
+        response.headers["connection"] = "close"
+        return response
+
+    operations_limit = limits["metrics"]
+    operation_paths = frozenset(rule.path for rule in ROUTES if rule.methods == _GET)
 
     async def metrics_listener(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """The metrics listener: GET /metrics, /health and /ready, unsigned; nothing else."""
+        """The metrics listener: GET /metrics, /health and /ready, unsigned; nothing else. Its bodies pass
+        the same door as the main listener's."""
         if scope["type"] != "http":
             return
-        if scope["method"] != "GET" or scope.get("path") not in OPERATIONS_PATHS:
-            await _send(send, HttpResponse(404, {"content-type": "text/plain; charset=utf-8"},
-                                           b"The metrics listener serves GET /metrics, /health and /ready only."))
+        headers = _headers(scope)
+        try:
+            refuse_declared_oversize(headers, operations_limit)
+            body = await read_rest(receive, operations_limit, await receive())
+        except errors.RequestTooLarge as error:
+            response = _plain(413, error.message)
+            response.headers["connection"] = "close"
+            await _send(send, response)
             return
-        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+        if body is None:  # the client went away
+            return
+        if scope["method"] != "GET" or scope["path"] not in operation_paths:
+            await _send(send, _plain(404, "The metrics listener serves GET /metrics, /health and /ready only."))
+            return
         await _send(send, await operations(scope, headers, verify=False))
 
     return app, metrics_listener

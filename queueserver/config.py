@@ -61,12 +61,17 @@ class ServerConfig:
     # The body allows SQS's 1 MiB payload in its widest encoding (3 bytes a byte) plus the envelope.
     max_body_bytes: int = setting(4 * 1024 * 1024, "larger request bodies get 413, refused before they are read",
                                   group=_LIMITS)
+    # The console's forms carry a few fields (a test message at most): a smaller door for what anyone may post.
+    max_form_bytes: int = setting(256 * 1024, "larger console form bodies get 413 (never more than "
+                                              "--max-body-bytes)", group=_LIMITS)
     max_header_bytes: int = setting(16 * 1024, "the request line and headers together; more gets 431", group=_LIMITS)
     max_headers: int = setting(100, "more headers get 431", group=_LIMITS)
     header_timeout: float = setting(10.0, "seconds a connection has to send a request's headers before it is "
                                           "closed", group=_LIMITS)
     body_timeout: float = setting(30.0, "seconds a request has to send its body before its connection is closed",
                                   group=_LIMITS)
+    handshake_timeout: float = setting(5.0, "seconds a TLS connection has from its accept to finish its handshake "
+                                            "before it is closed", group=_LIMITS)
     keep_alive_timeout: float = setting(5.0, "seconds an idle connection is kept open between requests",
                                         group=_LIMITS)
     max_connections: int = setting(1000, "connections beyond it are answered 503 and closed at once", group=_LIMITS)

@@ -1,22 +1,33 @@
-"""uvicorn's httptools protocol with limits on what one connection may hold.
+"""One door for connections: uvicorn's httptools protocol with limits on what one connection may
+hold, and the TLS listener's protocol below it.
 
 uvicorn reads headers without a size or count limit, and closes a connection for idleness only
 after a response: a connection that never finishes a request (a bare connect, a slow trickle of
 header bytes, a chunked body that never ends) would hold its descriptor for ever. Here every
 connection has a deadline for its request's head and another for its body, a cap on the head's
-size and header count, and connections beyond `max_connections` are answered 503 and closed at
-once, so the descriptors in use stay bounded whatever clients do.
+size and header count, and connections beyond `max_connections` are refused at once, so the
+descriptors in use stay bounded whatever clients do.
+
+Every connection passes the ConnectionGate at its accept. A plain one meets it in the HTTP
+protocol's `connection_made` (its transport is the socket); a TLS one in the TLS protocol's
+(`tls_protocol`), the first a TLS connection has, before its handshake, which must end within the
+handshake deadline; its first head's deadline runs from the accept too. A connection that never
+starts its handshake holds its descriptor no longer than one that never sends its headers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import ssl
+from asyncio import sslproto
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from queueserver.config import ServerConfig
+from queueserver.tallies import ConnectionTally
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +53,31 @@ class RefusalLog:
     def refused(self, loop: asyncio.AbstractEventLoop, limit: int) -> None:
         self._refused += 1
         if loop.time() - self._logged_at >= 60:
-            log.warning("%d connection(s) refused with 503: %d are open, the limit (--max-connections)",
+            log.warning("%d connection(s) refused: %d are open, the limit (--max-connections)",
                         self._refused, limit)
             self._refused = 0
             self._logged_at = loop.time()
+
+
+class ConnectionGate:
+    """The connections of every listener, counted from their accept: beyond `limit`, a new one is
+    refused (counted, and logged at most once a minute)."""
+
+    def __init__(self, limit: int, tally: ConnectionTally) -> None:
+        self.limit = limit
+        self.tally = tally
+        self._refusals = RefusalLog()
+
+    def admit(self, loop: asyncio.AbstractEventLoop) -> bool:
+        if self.tally.open >= self.limit:
+            self.tally.refused += 1
+            self._refusals.refused(loop, self.limit)
+            return False
+        self.tally.open += 1
+        return True
+
+    def release(self) -> None:
+        self.tally.open -= 1
 
 
 class _HeadTooLarge(Exception):
@@ -60,29 +92,38 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     `on_url` and `on_header` are overridden among the parser's callbacks (each override is a frame
     and a super call per request)."""
 
-    def __init__(self, *args: Any, limits: ServerConfig, refusals: RefusalLog, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, limits: ServerConfig, gate: ConnectionGate, under_tls: bool = False,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._limits = limits
         self._max_head_bytes = limits.max_header_bytes  # read per header: an attribute, not a lookup chain
         self._max_headers = limits.max_headers
-        self._refusals = refusals
+        self._gate = gate
+        self._under_tls = under_tls  # then the TLS protocol below passed the gate
+        self._admitted = False
+        self.accepted_at = self.loop.time()  # built at the accept, by the listener's protocol factory
         self._deadline: asyncio.TimerHandle | None = None
         self._deadline_is_body = False
         self._head_bytes = 0  # the current head's url and headers so far (reset at its first header)
         self._refusal: bytes | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if len(self.connections) >= self._limits.max_connections:
-            self.transport = transport  # connection_lost closes it again
-            transport.write(TOO_MANY_CONNECTIONS)
-            transport.close()
-            self._refusals.refused(self.loop, self._limits.max_connections)
-            return
+        if not self._under_tls:
+            if not self._gate.admit(self.loop):
+                self.transport = transport  # connection_lost closes it again
+                transport.write(TOO_MANY_CONNECTIONS)
+                transport.close()
+                return
+            self._admitted = True
         super().connection_made(transport)
-        self._arm(self._limits.header_timeout, body=False)
+        # The first head's deadline counts from the accept (under TLS, the handshake came first).
+        self._arm(self._limits.header_timeout - (self.loop.time() - self.accepted_at), body=False)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._admitted:
+            self._admitted = False
+            self._gate.release()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -148,3 +189,47 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._deadline_is_body = False
         log.debug("connection closed: the request's %s did not arrive in time", what)  # a flood must not flood the log
         self.transport.close()
+
+
+class _TlsGate:
+    """Mixed into the loop's TLS protocol: the connection meets the gate at its accept, before the
+    handshake. A refused one is closed at once (there is no TLS yet to answer 503 in)."""
+
+    _gate: ConnectionGate
+    _admitted: bool = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        if not self._gate.admit(asyncio.get_running_loop()):
+            transport.abort()
+            return
+        self._admitted = True
+        super().connection_made(transport)  # type: ignore[misc]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._admitted:  # refused: nothing of TLS or HTTP began
+            return
+        self._admitted = False
+        self._gate.release()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+
+@functools.cache
+def _tls_class(on_uvloop: bool) -> type:
+    """The gate over the loop's own TLS protocol (uvloop has its own, faster one)."""
+    base: type = sslproto.SSLProtocol
+    if on_uvloop:
+        import uvloop.loop  # noqa: PLC0415 - only where uvloop runs the server
+
+        base = uvloop.loop.SSLProtocol  # type: ignore[attr-defined]
+    return type("GuardedTlsProtocol", (_TlsGate, base), {})
+
+
+def tls_protocol(http: GuardedHttpProtocol, context: ssl.SSLContext, gate: ConnectionGate,
+                 handshake_timeout: float) -> asyncio.BaseProtocol:
+    """The protocol a TLS connection starts with: the gate, then the handshake (closed if it takes
+    longer than `handshake_timeout`), then `http`."""
+    loop = asyncio.get_running_loop()
+    protocol = _tls_class(type(loop).__module__.startswith("uvloop"))(
+        loop, http, context, None, server_side=True, ssl_handshake_timeout=handshake_timeout)
+    protocol._gate = gate
+    return protocol

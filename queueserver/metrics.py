@@ -20,7 +20,7 @@ from prometheus_client.utils import floatToGoString
 
 from queueserver.models import Queue, QueueCounts
 from queueserver.storage import QueueEngine
-from queueserver.tallies import Histogram, RequestTally
+from queueserver.tallies import ConnectionTally, Histogram, RequestTally
 
 QUEUE_LABELS = ["queue", "region", "account"]
 # (the queue tally's field, the family, its help): per queue, named after CloudWatch's SQS metric.
@@ -68,10 +68,11 @@ def _buckets(histogram: Histogram) -> list[tuple[str, float]]:
 class Metrics:
     """`await exposition(accept)` -> (body, content type)."""
 
-    def __init__(self, engine: QueueEngine, requests: RequestTally) -> None:
+    def __init__(self, engine: QueueEngine, requests: RequestTally, connections: ConnectionTally) -> None:
         self._engine = engine
         self._observe = engine.observe
         self._requests = requests
+        self._connections = connections
         self._snapshot: _Snapshot | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)  # type: ignore[arg-type]
@@ -153,6 +154,10 @@ class Metrics:
             latency.add_metric([action, result], buckets, histogram.sum)
         yield requests
         yield latency
+        yield GaugeMetricFamily("queueserver_connections_open", "Connections open, on every listener, from their "
+                                "accept (a TLS one before its handshake).", value=self._connections.open)
+        yield CounterMetricFamily("queueserver_connections_refused", "Connections refused at once because "
+                                  "--max-connections were open.", value=self._connections.refused)
 
     def _storage_families(self, snapshot: _Snapshot) -> Iterator[Metric]:
         storage = self._observe.storage
@@ -169,6 +174,8 @@ class Metrics:
                                   "a lock held by another process, I/O errors).", value=storage.outages)
         yield GaugeMetricFamily("queueserver_ready", "1 when the database takes writes and every background task "
                                 "runs (as GET /ready, without its probe).", value=0 if snapshot.problems else 1)
+        yield CounterMetricFamily("queueserver_readiness_probes", "Probe writes made for GET /ready (at most one "
+                                  "a second, however often it is asked).", value=storage.readiness_probes)
         database, wal = snapshot.file_sizes
         yield GaugeMetricFamily("queueserver_database_size_bytes", "Size of the database file.", value=database)
         yield GaugeMetricFamily("queueserver_wal_size_bytes", "Size of the write-ahead log file.", value=wal)

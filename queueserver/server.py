@@ -10,8 +10,9 @@ import ipaddress
 import logging
 import resource
 import signal
+import ssl
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import uvicorn
 
@@ -21,9 +22,10 @@ from queueserver.clock import Clock, ManualClock, SystemClock
 from queueserver.config import ServerConfig
 from queueserver.errors import ConfigError, StartupError
 from queueserver.queue_setup import apply_queues
-from queueserver.http_guard import GuardedHttpProtocol, RefusalLog
+from queueserver.http_guard import ConnectionGate, GuardedHttpProtocol, tls_protocol
 from queueserver.logs import use_format
 from queueserver.storage import QueueEngine
+from queueserver.tallies import ConnectionTally
 
 log = logging.getLogger(__name__)
 
@@ -90,12 +92,12 @@ class _HttpProtocol(GuardedHttpProtocol):
 class _Server(uvicorn.Server):
     """uvicorn, plus the metrics listener, the READY line and long polls that end when shutdown begins.
 
-    The metrics listener is one more asyncio server of the same protocol and connection state, so its
-    connections count against --max-connections and obey the same head, body and idle limits.
+    The metrics listener is one more asyncio server of the same protocols, gate and connection state,
+    so its connections count against --max-connections and obey the same head, body and idle limits.
     """
 
     def __init__(self, config: uvicorn.Config, engine: QueueEngine, host: str, scheme: str,
-                 metrics: tuple[tuple[str, int], ASGIApp] | None = None) -> None:
+                 metrics: tuple[tuple[str, int], Callable[..., Any]] | None = None) -> None:
         super().__init__(config)
         self._engine = engine
         self._host = host
@@ -109,13 +111,11 @@ class _Server(uvicorn.Server):
         if self.should_exit:
             return
         if self._metrics is not None:
-            (host, port), app = self._metrics
-            protocol: Any = self.config.http_protocol_class  # serve()'s partial of _HttpProtocol
-            create = functools.partial(protocol, config=self.config,
-                                       server_state=self.server_state, app_state=self.lifespan.state, app=app)
+            (host, port), protocols = self._metrics
+            create = functools.partial(protocols, config=self.config, server_state=self.server_state,
+                                       app_state=self.lifespan.state)
             try:
-                listener = await self._loop.create_server(create, host=host, port=port, ssl=self.config.ssl,
-                                                          backlog=self.config.backlog)
+                listener = await self._loop.create_server(create, host=host, port=port, backlog=self.config.backlog)
             except OSError as exc:
                 raise StartupError(f"--metrics-listen {host}:{port}: {exc.strerror or exc}") from None
             self.servers.append(listener)
@@ -135,6 +135,32 @@ class _Server(uvicorn.Server):
         # between a notify's done() and set_result()); the shutdown itself runs as a loop step.
         if self._loop is not None:  # None: a signal before serving began; nobody waits yet
             self._loop.call_soon_threadsafe(self._engine.begin_shutdown)
+
+
+def _tls_context(config: ServerConfig) -> ssl.SSLContext | None:
+    """The certificate and key of --tls-cert and --tls-key, loaded before anything else starts."""
+    if config.tls_cert is None:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(config.tls_cert, config.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise StartupError(f"cannot use the certificate {config.tls_cert} and key {config.tls_key}: {exc}") from exc
+    return context
+
+
+def _protocols(config: ServerConfig, gate: ConnectionGate, tls: ssl.SSLContext | None,
+               app: ASGIApp | None = None) -> Callable[..., Any]:
+    """What uvicorn builds for each connection it accepts: the HTTP protocol, under TLS if it is on.
+    TLS is done here, below the gate, rather than by uvicorn (its TLS would hide the connection from
+    the gate until the handshake is over). `app`: the metrics listener's, instead of uvicorn's."""
+    def accepted(**uvicorn_args: Any) -> asyncio.BaseProtocol:
+        http = _HttpProtocol(limits=config, gate=gate, under_tls=tls is not None, app=app, **uvicorn_args)
+        if tls is None:
+            return http
+        return tls_protocol(http, tls, gate, config.handshake_timeout)
+
+    return accepted
 
 
 def _allow_descriptors(config: ServerConfig) -> None:
@@ -199,12 +225,13 @@ async def serve(config: ServerConfig) -> None:
     # Read before the database opens, so a broken file stops the start and touches nothing.
     store = CredentialStore(config.credentials_path) if config.credentials_path is not None else None
     trusted_proxies = _trusted_proxies(config)
+    tls = _tls_context(config)
     _allow_descriptors(config)
     clock: Clock = ManualClock() if config.test_clock else SystemClock()
     engine = await QueueEngine.open(
         config.db_path, clock, enforce_cooldowns=config.enforce_cooldowns,
         in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit,
-        counts_max_age=config.counts_max_age, max_subscriptions=config.max_subscriptions)
+        counts_max_age=config.counts_max_age)
     _log_access(config, store)
     if trusted_proxies:
         log.info("X-Forwarded-For and X-Forwarded-Proto are believed from %s (--trusted-proxy)",
@@ -212,7 +239,10 @@ async def serve(config: ServerConfig) -> None:
     watcher = asyncio.create_task(_watch_credentials(store)) if store is not None else None
     try:
         await apply_queues(engine, config.queues, config.region)
-        app, metrics_app = create_apps(config, engine, Authenticator(store) if store is not None else None)
+        connections = ConnectionTally()
+        app, metrics_app = create_apps(config, engine, Authenticator(store) if store is not None else None,
+                                       connections)
+        gate = ConnectionGate(config.max_connections, connections)
         metrics_address = config.metrics_address
         # Start-up objects live for the whole run: keep the collector from scanning them again
         # and again (it took 3-4 % of the CPU under load).
@@ -220,17 +250,16 @@ async def serve(config: ServerConfig) -> None:
         gc.set_threshold(10_000, 20, 20)
         uvicorn_config = uvicorn.Config(
             app, host=config.host, port=config.port, access_log=False, log_level="warning",
-            http=functools.partial(_HttpProtocol, limits=config, refusals=RefusalLog()), loop="none",
+            http=_protocols(config, gate, tls), loop="none",
             lifespan="off", timeout_graceful_shutdown=30, timeout_keep_alive=config.keep_alive_timeout,
-            ssl_certfile=config.tls_cert, ssl_keyfile=config.tls_key,
             # Off unless configured: by default uvicorn believes X-Forwarded-For/-Proto from loopback, which
             # would let any local client choose its aws:SourceIp and aws:SecureTransport.
             proxy_headers=bool(trusted_proxies), forwarded_allow_ips=trusted_proxies or None,
             # JSON lines: uvicorn's loggers then use the root's handlers, not a text format of their own.
             log_config=None if config.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         )
-        await _Server(uvicorn_config, engine, config.host, "https" if config.tls_cert else "http",
-                      (metrics_address, metrics_app) if metrics_address is not None else None).serve()
+        metrics = (metrics_address, _protocols(config, gate, tls, metrics_app)) if metrics_address else None
+        await _Server(uvicorn_config, engine, config.host, "https" if tls is not None else "http", metrics).serve()
     finally:
         if watcher is not None:
             watcher.cancel()

@@ -64,7 +64,8 @@ class QueueTally:
 class StorageTally:
     """The database thread's and the syncer's figures."""
 
-    __slots__ = ("group_sizes", "fsync_seconds", "outages", "last_outage", "failed_fsyncs", "redriven")
+    __slots__ = ("group_sizes", "fsync_seconds", "outages", "last_outage", "failed_fsyncs", "redriven",
+                 "readiness_probes")
 
     def __init__(self) -> None:
         self.group_sizes = Histogram(GROUP_BOUNDS)  # operations per commit group
@@ -73,6 +74,17 @@ class StorageTally:
         self.last_outage: tuple[float, str] | None = None  # when the last one began (epoch seconds) and why
         self.failed_fsyncs = 0
         self.redriven = 0  # messages moved by move tasks
+        self.readiness_probes = 0  # writes /ready made to learn whether the database takes writes
+
+
+class ConnectionTally:
+    """Connections of every listener, counted from their accept (http_guard.ConnectionGate)."""
+
+    __slots__ = ("open", "refused")
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.refused = 0  # refused at once: --max-connections were open
 
 
 class RequestTally:

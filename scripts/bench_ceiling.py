@@ -39,10 +39,17 @@ def _protocol() -> Any:
     """The server's protocol class as the server builds it (with its limits, where it has them)."""
     try:
         from queueserver.config import ServerConfig
-        from queueserver.http_guard import RefusalLog
-    except ImportError:  # a revision from before the request limits
-        return _HttpProtocol
-    return functools.partial(_HttpProtocol, limits=ServerConfig(), refusals=RefusalLog())
+        from queueserver.http_guard import ConnectionGate
+        from queueserver.tallies import ConnectionTally
+    except ImportError:
+        try:
+            from queueserver.http_guard import RefusalLog
+        except ImportError:  # a revision from before the request limits
+            return _HttpProtocol
+        return functools.partial(_HttpProtocol, limits=ServerConfig(), refusals=RefusalLog())
+    config = ServerConfig()
+    return functools.partial(_HttpProtocol, limits=config, gate=ConnectionGate(config.max_connections,
+                                                                                 ConnectionTally()))
 
 
 def main() -> None:

@@ -245,11 +245,8 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
                       exception_handlers={errors.ServiceUnavailable: unavailable})
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        request = Request(scope, receive)
+        request = Request(scope, receive)  # its body was read by the app's door, within --max-form-bytes
         reason = access.refusal(request)
-        declared = request.headers.get("content-length", "0")
-        if reason is None and (not declared.isdigit() or int(declared) > config.max_body_bytes):
-            reason = "The form is too large."
         if reason is not None:
             await PlainTextResponse(reason, 403)(scope, receive, send)
             return

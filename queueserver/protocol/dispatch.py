@@ -19,6 +19,7 @@ from queueserver import errors
 from queueserver import extensions as ext
 from queueserver.auth import Authenticator, Caller, Signed
 from queueserver.auth.sigv4 import invalid_region
+from queueserver.client_connection import Receive
 from queueserver.limits import REGION_NAME
 from queueserver.models import uuid4_string
 from queueserver.protocol import extension_actions, message_actions as m, queue_actions as q, redrive_actions as r
@@ -84,6 +85,7 @@ class HttpRequest:
     default_host: str
     query_string: str = ""  # raw, still percent-encoded
     client_ip: str = ""
+    receive: Receive | None = None  # the ASGI receive channel, its body read: it says when the client hangs up
     # Filled in by the dispatcher, for the metrics and the access log.
     action: str = "unknown"  # a known action's name, else "unknown" (a bounded label)
     params: dict[str, Any] | None = None
@@ -105,7 +107,8 @@ class Dispatcher:
         if caller is not None:  # verified: the key's account is the caller's namespace
             return RequestContext(region=caller.region, account=caller.account, base_url=f"{request.scheme}://{host}",
                                   request_id=request_id, sender_id=caller.key.key_id, caller=caller, action=action,
-                                  home_region=self._region, trace_header=request.headers.get("x-amzn-trace-id"))
+                                  home_region=self._region, trace_header=request.headers.get("x-amzn-trace-id"),
+                                  receive=request.receive)
         region, sender = self._region, self._account
         match = _CREDENTIAL.search(request.headers.get("authorization", ""))
         if not match and query_credential:
@@ -116,7 +119,8 @@ class Dispatcher:
                 raise invalid_region(invalid)
         return RequestContext(region=region, account=self._account, base_url=f"{request.scheme}://{host}",
                               request_id=request_id, sender_id=sender, home_region=self._region,
-                              trace_header=request.headers.get("x-amzn-trace-id"), action=action)
+                              trace_header=request.headers.get("x-amzn-trace-id"), action=action,
+                              receive=request.receive)
 
     def authenticate(self, request: HttpRequest) -> Caller | None:
         """The verified caller (None with credentials off); raises the SQS error of a bad signature."""

@@ -7,6 +7,7 @@ import re
 from typing import Any, Callable, TypeVar
 
 from queueserver import errors, limits
+from queueserver.client_connection import ClientConnection
 from queueserver.models import EntryOutcome, NewMessage, Queue, ReceivedMessage, VisibilityChange
 from queueserver.protocol import messages, params
 from queueserver.protocol.error_codes import wire_error
@@ -183,8 +184,9 @@ async def receive_message(engine: QueueEngine, ctx: RequestContext, p: dict[str,
     attribute_names = params.string_list(p, "MessageAttributeNames")
     attempt_id = _printable_id(p, "ReceiveRequestAttemptId") if queue.fifo else None
     assert max_messages is not None and visibility is not None and wait is not None
+    client = ClientConnection(ctx.receive) if wait and ctx.receive is not None else None
     received = await engine.receive_messages(queue, max_messages=max_messages, visibility_timeout=visibility,
-                                            wait_seconds=wait, attempt_id=attempt_id)
+                                            wait_seconds=wait, attempt_id=attempt_id, client=client)
     if not received:
         return {}
     return {"Messages": [_message(m, system_names, attribute_names) for m in received]}

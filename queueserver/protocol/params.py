@@ -11,6 +11,7 @@ from typing import Any
 
 from queueserver import errors
 from queueserver.auth import Caller
+from queueserver.client_connection import Receive
 
 
 @dataclass(slots=True)
@@ -30,6 +31,7 @@ class RequestContext:
     trace_header: str | None = None  # the request's X-Amzn-Trace-Id header
     caller: Caller | None = None  # None: credentials are off and every request may do anything
     action: str = ""
+    receive: Receive | None = None  # the request's ASGI receive channel (a long poll watches it for a hang-up)
 
     def queue_url(self, name: str, account: str | None = None) -> str:
         """`/<account>/<name>` in the server's own region, `/queue/<region>/<account>/<name>` in any other."""

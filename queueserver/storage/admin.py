@@ -12,7 +12,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from queueserver.errors import StartupError
-from queueserver.storage.sqlite_file import describe
+from queueserver.storage.sqlite_file import create_private, describe
 from queueserver.storage.migrations import available_migrations, schema_version
 from queueserver.storage.read_side import ReadSide
 
@@ -50,11 +50,15 @@ def backup(source: str, destination: str) -> int:
     """Copy the database with SQLite's online backup: a consistent snapshot, safe while serving.
 
     The copy is written beside the destination and renamed into place, so a half-written
-    backup never looks like a whole one. Returns the copy's size in bytes.
+    backup never looks like a whole one; like the database it holds every message and the
+    receipt-handle key, so it is readable by its owner alone. Returns the copy's size in bytes.
     """
     conn = _read_only(source)
     temporary = f"{destination}.partial"
     try:
+        if os.path.lexists(temporary):  # left by a backup that was interrupted
+            os.remove(temporary)
+        os.close(create_private(temporary))  # SQLite opens it as an empty database
         target = sqlite3.connect(temporary)
         try:
             conn.backup(target)
@@ -62,7 +66,7 @@ def backup(source: str, destination: str) -> int:
         finally:
             target.close()
         os.replace(temporary, destination)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
         raise StartupError(f"backup failed: {describe(exc)} ({exc})") from exc
     finally:
         conn.close()

@@ -16,6 +16,7 @@ from bisect import bisect_left
 from typing import Awaitable, Callable
 
 from queueserver import errors
+from queueserver.client_connection import ClientConnection
 from queueserver.clock import Clock, ManualClock
 from queueserver.extensions import MAX_SUBSCRIPTIONS
 from queueserver.limits import IN_FLIGHT_LIMIT
@@ -277,33 +278,64 @@ class QueueEngine:
         return sent
 
     async def receive_messages(self, queue: Queue, *, max_messages: int, visibility_timeout: int,
-                               wait_seconds: int, attempt_id: str | None = None) -> list[ReceivedMessage]:
-        """Claim up to `max_messages`; with a wait, return as soon as any are available."""
+                               wait_seconds: int, attempt_id: str | None = None,
+                               client: ClientConnection | None = None) -> list[ReceivedMessage]:
+        """Claim up to `max_messages`; with a wait, return as soon as any are available.
+
+        A long poll that waited watches its `client`: it ends when the client hangs up, claims
+        nothing after, and puts back at once what a claim took while the client was leaving.
+        """
         loop, clock, receiving = self._loop, self._clock, self._receiving
         deadline_ms = clock.now_ms() + wait_seconds * 1000
         real_deadline = loop.time() + wait_seconds
-        while True:
-            # Registered before the claim, so that no wake-up is missed.
-            # A FIFO claim may be held back by its groups, so there a waiter counts for one message.
-            appetite = 1 if queue.fifo else max_messages
-            waiter = self._waiters.register(queue.id, appetite) if wait_seconds > 0 else None
-            try:
-                messages, next_visible, moved_to = await self._db.run(lambda tx: receiving.claim(
-                    tx, queue, clock.now_ms(), max_messages=max_messages, visibility_timeout=visibility_timeout,
-                    attempt_id=attempt_id, short_poll=waiter is None))
-                if moved_to is not None:
-                    self._notify(moved_to[0], moved_to[1])
-                    self._tally(queue.id).dead_lettered += moved_to[1]
-                if messages or waiter is None:
-                    self._traffic.add(queue.id, RECEIVED, len(messages), clock.now_ms())
-                    return self._count_received(queue, messages)
-                if clock.now_ms() >= deadline_ms or loop.time() >= real_deadline:
-                    return self._count_received(queue, messages)
-                wake_ms = deadline_ms if next_visible is None else min(deadline_ms, next_visible)
-                await self._waiters.wait(waiter, wake_ms, real_deadline)
-            finally:
-                if waiter is not None:
-                    self._waiters.discard(queue.id, waiter)
+        hangup: asyncio.Future | None = None  # the client's, watched from the first wait on
+        try:
+            while True:
+                # Registered before the claim, so that no wake-up is missed.
+                # A FIFO claim may be held back by its groups, so there a waiter counts for one message.
+                appetite = 1 if queue.fifo else max_messages
+                waiter = self._waiters.register(queue.id, appetite) if wait_seconds > 0 else None
+                try:
+                    messages, next_visible, moved_to = await self._db.run(lambda tx: receiving.claim(
+                        tx, queue, clock.now_ms(), max_messages=max_messages, visibility_timeout=visibility_timeout,
+                        attempt_id=attempt_id, short_poll=waiter is None))
+                    if moved_to is not None:
+                        self._notify(moved_to[0], moved_to[1])
+                        self._tally(queue.id).dead_lettered += moved_to[1]
+                    if messages and hangup is not None and await self._client_left(client, queue, messages):
+                        return []
+                    if messages or waiter is None:
+                        self._traffic.add(queue.id, RECEIVED, len(messages), clock.now_ms())
+                        return self._count_received(queue, messages)
+                    if clock.now_ms() >= deadline_ms or loop.time() >= real_deadline:
+                        return self._count_received(queue, messages)
+                    wake_ms = deadline_ms if next_visible is None else min(deadline_ms, next_visible)
+                    if client is not None and hangup is None:
+                        hangup = asyncio.ensure_future(client.hung_up())
+                    woken_by_hangup = await self._waiters.wait(waiter, wake_ms, real_deadline, hangup)
+                    if client is not None and client.gone():  # claim nothing for nobody
+                        if not woken_by_hangup:
+                            self._notify(queue.id, appetite)  # the wake-up was for messages: pass it on
+                        return []
+                finally:
+                    if waiter is not None:
+                        self._waiters.discard(queue.id, waiter)
+        finally:
+            if hangup is not None:
+                hangup.cancel()
+
+    async def _client_left(self, client: ClientConnection | None, queue: Queue,
+                           messages: list[ReceivedMessage]) -> bool:
+        """Whether the long poll's client hung up while its claim ran (or while it became durable, which
+        its answer would wait for too); if so, the claim is undone before anyone else asks."""
+        await self._db.durable()
+        if client is None or not client.gone():
+            return False
+        receipts = [(r.row_id, r.token) for r in map(self._signer.decode, (m.receipt_handle for m in messages)) if r]
+        now = self._clock.now_ms()
+        await self._db.run(lambda tx: self._receiving.unclaim(tx, queue.id, receipts, now))
+        self._notify(queue.id, len(receipts))
+        return True
 
     async def delete_messages(self, queue: Queue, handles: list[str]) -> list[EntryOutcome]:
         """Delete by receipt handle. On a standard queue the latest handle deletes even after its

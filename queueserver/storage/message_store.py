@@ -184,6 +184,22 @@ def set_visible_at(conn: sqlite3.Connection, row_id: int, visible_at_ms: int) ->
     conn.execute("UPDATE messages SET visible_at_ms = ? WHERE id = ?", (visible_at_ms, row_id))
 
 
+# A claim undone: visible now and its receive not counted (SET reads the row as it was before the UPDATE).
+_UNCLAIM = """
+UPDATE messages SET visible_at_ms = ?, receive_count = receive_count - 1,
+    first_received_at_ms = CASE receive_count WHEN 1 THEN 0 ELSE first_received_at_ms END,
+    receipt_token = random()
+WHERE id = ? AND queue_id = ? AND receipt_token = ? AND receive_count > 0
+"""
+
+
+def unclaim(conn: sqlite3.Connection, queue_id: int, receipts: list[tuple[int, int]], now_ms: int) -> int:
+    """Put back messages a receive claimed (row id, receipt token) as if it never had; returns how many."""
+    before = conn.total_changes
+    conn.executemany(_UNCLAIM, [(now_ms, row_id, queue_id, token) for row_id, token in receipts])
+    return conn.total_changes - before
+
+
 def delete_all(conn: sqlite3.Connection, queue_id: int) -> int:
     return conn.execute("DELETE FROM messages WHERE queue_id = ?", (queue_id,)).rowcount
 

@@ -2,12 +2,15 @@
 
 Everything here is read at scrape time and off the writer: counts come from the read side's
 count cache, file sizes from `stat`, move-task progress from a read connection. The one
-exception is the readiness probe, which must know whether the writer can write: it writes.
+exception is the readiness probe, which must know whether the writer can write: it writes, at most
+once every READY_PROBE_SECONDS however often /ready is asked.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from typing import Awaitable, Callable
 
 from queueserver import errors
@@ -16,6 +19,8 @@ from queueserver.storage.database import Database, Transaction
 from queueserver.storage.read_side import ReadSide
 from queueserver.storage.waiters import Waiters
 from queueserver.tallies import StorageTally
+
+READY_PROBE_SECONDS = 1.0  # a /ready flood must not become a flood of fsyncs
 
 
 class Observer:
@@ -27,6 +32,8 @@ class Observer:
         self.queues = queues  # every queue, committed, in all regions and accounts
         self.counts = counts  # a queue's approximate counts (the count cache)
         self._probes = 0
+        self._probe: asyncio.Future[str | None] | None = None  # the latest probe: why it failed, or None
+        self._probed_at = float("-inf")  # when it began (monotonic seconds)
 
     @property
     def storage(self) -> StorageTally:
@@ -49,11 +56,23 @@ class Observer:
         The probe is a write (one small row, committed and synced like any send): a lock held by
         another process, a read-only or full disk, or a failed fsync fail it as they fail a send,
         and its success ends an outage, so that an idle server that nobody sends to while it is
-        out of rotation still comes back.
+        out of rotation still comes back. One probe runs at a time and at most one begins every
+        READY_PROBE_SECONDS; callers in between share its answer, and what is known without a
+        write (a failed fsync, a task that ended, shutdown) is added at once.
         """
         if self._db.health.stopping:
             return ["the server is shutting down"]
+        probe = self._probe
+        if probe is None or (probe.done() and time.monotonic() - self._probed_at >= READY_PROBE_SECONDS):
+            self._probed_at = time.monotonic()
+            probe = self._probe = asyncio.ensure_future(self._write_probe())
+        failure = await asyncio.shield(probe)  # a caller that goes away leaves the probe to the others
+        known = self.known_problems()
+        return known if failure is None else [failure] + [p for p in known if p != failure]
+
+    async def _write_probe(self) -> str | None:
         self._probes += 1
+        self._db.tally.readiness_probes += 1
         value = self._probes.to_bytes(8, "big")
 
         def probe(tx: Transaction) -> None:
@@ -63,8 +82,8 @@ class Observer:
             await self._db.run(probe)
             await self._db.durable()
         except errors.SQSError as error:
-            return [error.message] + [p for p in self.known_problems() if p != error.message]
-        return self.known_problems()
+            return error.message
+        return None
 
     def known_problems(self) -> list[str]:
         """What is known to be wrong without asking the writer: a background task that ended, a failed

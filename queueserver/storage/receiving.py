@@ -47,6 +47,15 @@ class Receiving:
         if queue_id in self._in_flight_estimate:
             self._in_flight_estimate[queue_id] = max(0, self._in_flight_estimate[queue_id] - count)
 
+    def unclaim(self, tx: Transaction, queue_id: int, receipts: list[tuple[int, int]], now: int) -> int:
+        """Messages claimed for a long poll whose client hung up meanwhile: visible again at once, their
+        receive not counted (nobody got them, so it must not bring them nearer the dead-letter queue)."""
+        returned = message_store.unclaim(tx.conn, queue_id, receipts, now)
+        if returned:
+            self.deleted(queue_id, returned)  # out of flight
+            self._counts_change(tx, queue_id)
+        return returned
+
     def purged(self, queue_id: int) -> None:
         self._in_flight_estimate.pop(queue_id, None)
 

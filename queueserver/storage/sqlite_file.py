@@ -79,10 +79,33 @@ def open_file(path: str, prepare: Callable[[sqlite3.Connection], object]) -> tup
     return conn, lock
 
 
-def lock_file(path: str) -> Any:
-    """The database file, opened (created empty if missing) and flocked for the server's life."""
+PRIVATE_MODE = 0o600  # the file holds every message and the receipt-handle key
+
+
+def create_private(path: str) -> int:
+    """Create PATH, which must not exist, readable and writable by this user alone; returns its descriptor.
+
+    The mode is set with fchmod after the create, because what a create gives depends on the
+    process's umask and on the folder's default ACL, neither of which is ours to trust. SQLite
+    gives the -wal, -shm and -journal files it creates the mode of their database file.
+    """
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_MODE)
     try:
-        lock = open(path, "rb") if os.path.exists(path) else open(path, "ab")  # noqa: SIM115
+        os.fchmod(descriptor, PRIVATE_MODE)
+    except BaseException:
+        os.close(descriptor)
+        os.remove(path)
+        raise
+    return descriptor
+
+
+def lock_file(path: str) -> Any:
+    """The database file, opened (created empty and private if missing) and flocked for the server's life."""
+    try:
+        try:
+            lock = os.fdopen(create_private(path), "rb")
+        except FileExistsError:  # a database already (or a link to one): its mode is its owner's choice
+            lock = open(path, "rb")  # noqa: SIM115
     except OSError as exc:
         reason = _READ_ONLY if isinstance(exc, PermissionError) or exc.errno == errno.EROFS else exc.strerror
         advice = _ADVICE.get(str(reason), "check the path and start again")

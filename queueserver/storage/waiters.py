@@ -3,7 +3,7 @@
 A receive registers its waiter before it claims, so a send committed between an
 empty claim and the wait still wakes it. A waiter also wakes when the injected clock
 reaches the next known `visible_at` (a delay or a visibility ending) and when its
-real WaitTimeSeconds run out. Nothing polls the database.
+real WaitTimeSeconds run out, and when its client hangs up. Nothing polls the database.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import asyncio
 from collections import defaultdict
 
 from queueserver.clock import Clock
+
+HUNG_UP = object()  # what a waiter woken by its client's hang-up holds
 
 
 class Waiters:
@@ -45,19 +47,30 @@ class Waiters:
             if not waiters:
                 del self._by_queue[queue_id]
 
-    async def wait(self, waiter: asyncio.Future, wake_ms: int, real_deadline: float) -> None:
-        """Until notified, the clock reaches `wake_ms`, or the loop's time reaches `real_deadline`."""
+    async def wait(self, waiter: asyncio.Future, wake_ms: int, real_deadline: float,
+                   hangup: asyncio.Future | None = None) -> bool:
+        """Until notified, the clock reaches `wake_ms`, the loop's time reaches `real_deadline`, or
+        `hangup` (the client's) is done; returns whether the hang-up woke it."""
         def wake() -> None:
             if not waiter.done():
                 waiter.set_result(None)
 
+        def hung_up(_: asyncio.Future) -> None:
+            if not waiter.done():
+                waiter.set_result(HUNG_UP)
+
         timer = self._clock.call_at(wake_ms, wake)
         real_timer = self._loop.call_at(real_deadline, wake)
+        if hangup is not None:
+            hangup.add_done_callback(hung_up)
         try:
-            await waiter
+            woken_by = await waiter
+            return woken_by is HUNG_UP
         finally:
             timer.cancel()
             real_timer.cancel()
+            if hangup is not None:
+                hangup.remove_done_callback(hung_up)
 
     def notify(self, queue_id: int, count: int | None = None) -> None:
         """Wake the queue's longest-waiting long polls to claim again: enough of them to take

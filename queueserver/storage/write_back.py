@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import sqlite3
 
+from queueserver.storage.sqlite_file import create_private
+
 
 def identity(path: str) -> tuple[int, int] | None:
     try:
@@ -49,6 +51,7 @@ def restore(conn: sqlite3.Connection, path: str) -> None:
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     temporary = f"{path}.restore-{os.getpid()}"
     try:
+        os.close(create_private(temporary))  # SQLite opens it as an empty database
         target = sqlite3.connect(temporary)
         try:
             conn.backup(target)  # commits with a synced journal: the copy is on disk

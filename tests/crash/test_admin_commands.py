@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
+import stat
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.faults import QUEUE, Tally, drain, new_server
+from support.faults import QUEUE, Tally, drain, new_server, wait_for_log
 from support.server import run_queueserver, wait_for
 
 pytestmark = pytest.mark.server_process
@@ -125,3 +129,37 @@ def test_backup_and_check_explain_what_went_wrong(tmp_path):
     result = run_queueserver("backup", str(tmp_path / "no" / "such" / "dir" / "b.db"), "--db", str(db))
     assert result.returncode == 2, result.stdout + result.stderr
     assert "backup failed" in result.stderr, result.stderr
+
+
+@contextlib.contextmanager
+def _umask(mask: int) -> Iterator[None]:
+    """Children started inside inherit MASK (a process's umask is not the server's to trust)."""
+    previous = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def _mode(path: Path) -> str:
+    return oct(stat.S_IMODE(path.stat().st_mode))
+
+
+def test_the_database_its_log_its_shared_memory_and_a_backup_are_private_whatever_the_umask(
+        servers, tmp_path, sqs_client):
+    db = tmp_path / "queue.db"
+    with _umask(0):
+        server, client, url = new_server(servers, db, sqs_client)
+        Tally().send_acknowledged(client, url, 5)
+        backup = tmp_path / "backup.db"
+        result = run_queueserver("backup", str(backup), "--db", str(db))
+        assert result.returncode == 0, result.stdout + result.stderr
+        files = [db, Path(f"{db}-wal"), Path(f"{db}-shm"), backup]
+        assert {f.name: _mode(f) for f in files} == {f.name: "0o600" for f in files}
+        (tmp_path / "witness").touch()  # what the umask alone gives a new file: readable and writable by all
+        assert _mode(tmp_path / "witness") == "0o666"
+
+        os.remove(db)  # written back from the open connection: private too
+        wait_for_log(server, "is restored")
+        assert _mode(db) == "0o600"
+    assert server.stop() == 0

@@ -29,12 +29,13 @@ def test_ready_is_503_while_another_process_holds_the_database_and_200_again_onc
     intruder = sqlite3.connect(db, timeout=10, isolation_level=None)
     try:
         intruder.execute("BEGIN EXCLUSIVE")
-        with ThreadPoolExecutor(1) as pool:
-            ready = pool.submit(health, server.endpoint, "/ready")  # its probe write waits the 5 s busy timeout
-            assert health(server.endpoint, "/health") == (200, {"status": "ok"})
-            assert not ready.done(), "/health must not wait for the storage: it answered after a /ready asked first"
-            status, document = ready.result()
-        assert status == 503, document  # answered while the lock is still held: no hang
+
+        def unready() -> dict | None:
+            status, document = health(server.endpoint, "/ready")
+            return document if status == 503 else None
+
+        # the last probe answers for up to a second; the next one waits the 5 s busy timeout and fails
+        document = wait_for(unready, "/ready to find the database locked", timeout=20, interval=0.2)
         assert document["status"] == "unavailable"
         assert any("locked by another process" in problem for problem in document["problems"]), document
         during = scrape(server.endpoint)
@@ -82,3 +83,20 @@ def test_ready_is_503_on_a_full_disk_and_200_once_space_is_freed(servers, mounts
     wait_for(lambda: health(server.endpoint, "/ready")[0] == 200, "ready again once space was freed", interval=0.2)
     assert tally.send(client, url, size=8192) is None
     assert scrape(server.endpoint).value("queueserver_ready") == 1
+
+
+def test_a_flood_of_ready_calls_probes_the_database_at_most_once_a_second(servers, tmp_path):
+    server = servers.start(tmp_path / "queue.db")
+    before = scrape(server.endpoint)
+    started = time.monotonic()
+    for _ in range(300):
+        assert health(server.endpoint, "/ready") == (200, {"status": "ready"})
+    elapsed = time.monotonic() - started
+    after = scrape(server.endpoint)
+    probes = after.value("queueserver_readiness_probes_total") - before.value("queueserver_readiness_probes_total")
+    fsyncs = after.value("queueserver_fsync_duration_seconds_count") - before.value(
+        "queueserver_fsync_duration_seconds_count")
+    # a probe begins at most once a second: over ELAPSED seconds, at most ELAPSED + 1 of them
+    assert 1 <= probes <= elapsed + 1, (probes, elapsed)
+    assert fsyncs <= probes, (fsyncs, probes)  # nothing else writes on this idle server
+    assert server.stop() == 0

@@ -1,15 +1,22 @@
-"""Limits on what one client may hold: the request body, the head, the time to send
-them, idle keep-alive, and the number of connections; each against a real server process, with
-its memory read from /proc for oversize bodies and its descriptors counted for a flood."""
+"""Limits on what one client may hold: the request body (on every route of the app's route table),
+the head, the time to send them, idle keep-alive, and the number of connections; each against a
+real server process, with its memory read from /proc for oversize bodies and its descriptors
+counted for a flood."""
 
 from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
+import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
+from queueserver.app import ROUTES, RouteRule
+from support.metrics import Scrape
+from support.auth import make_test_ca
 from support.net import answered, connect, memory_kib, open_descriptors, read_until_closed, status_of
 from support.server import wait_for
 from support.sqs import unique_queue_name
@@ -26,7 +33,7 @@ def request_limited(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from support.server import start_server
 
     db = tmp_path_factory.mktemp("limits") / "limits.db"
-    proc = start_server(db, "--header-timeout", str(DEADLINE_S), "--body-timeout", str(DEADLINE_S),
+    proc = start_server(db, "--test-clock", "--header-timeout", str(DEADLINE_S), "--body-timeout", str(DEADLINE_S),
                         "--keep-alive-timeout", str(DEADLINE_S))
     yield proc
     proc.stop()
@@ -71,6 +78,66 @@ def test_an_oversize_body_is_refused_with_a_413_before_it_is_held_in_memory(requ
     after = memory_kib(pid)
     # the server holds at most one limit's worth (4 MiB) plus read buffers, never what was sent
     assert after["VmHWM"] - before["VmHWM"] < 48 * 1024, (before, after, f"{sent} bytes sent")
+    _still_serves(request_limited)
+
+
+def _requests_reaching(rule: RouteRule) -> list[tuple[str, str]]:
+    """(method, path) of requests the app routes by RULE: each method it serves (POST if any), on its
+    path and, for a prefix, on a path under it."""
+    methods = sorted(rule.methods) if rule.methods is not None else ["POST"]
+    paths = [rule.path] if not rule.prefix else [rule.path, rule.path.rstrip("/") + "/000000000000/some-name"]
+    return [(method, path) for method in methods for path in paths]
+
+
+ROUTED = [(rule.name, method, path) for rule in ROUTES for method, path in _requests_reaching(rule)]
+
+
+def _shaped_head(method: str, path: str, framing: str) -> bytes:
+    return f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\n" \
+           f"{framing}\r\n".encode()
+
+
+@pytest.mark.parametrize(("route", "method", "path"), ROUTED, ids=[f"{r} {m} {p}" for r, m, p in ROUTED])
+def test_every_route_reads_its_body_through_the_one_door(request_limited, route, method, path):
+    """Whatever a route does with a body (SQS decodes it, the console checks a CSRF token in it, /ready
+    ignores it), no body reaches it past its limit: a chunked one is refused as it streams, a declared
+    one before it is read, and bytes sent without a length are not a body at all."""
+    pid = request_limited.proc.pid
+    before = memory_kib(pid)
+    with connect(request_limited.endpoint) as sock:  # a chunked body that would never end
+        sock.sendall(_shaped_head(method, path, "Transfer-Encoding: chunked\r\n"))
+        sent = _stream_until_answered(sock, b"a=" + b"x" * (MIB - 2), 64 * MIB, chunked=True)
+        response = read_until_closed(sock)
+    assert status_of(response) == 413, (sent, response[:300])
+    if route == "sqs":
+        assert b"RequestEntityTooLarge" in response, response[:300]
+    with connect(request_limited.endpoint) as sock:  # a declared body of 1 GiB: refused before any of it
+        sock.sendall(_shaped_head(method, path, f"Content-Length: {1024 * MIB}\r\n"))
+        response = read_until_closed(sock)
+    assert status_of(response) == 413, response[:300]
+    with connect(request_limited.endpoint) as sock:  # no length: what follows the head is no body of it
+        sock.sendall(_shaped_head(method, path, ""))
+        sent = _stream_until_answered(sock, b"x" * MIB, 64 * MIB, chunked=False)
+        read_until_closed(sock)  # answered (the head, then 400 for the bytes that are no request), and closed
+    assert sent < 64 * MIB, "the server kept reading bytes that belong to no request"
+    after = memory_kib(pid)
+    assert after["VmHWM"] - before["VmHWM"] < 48 * 1024, (before, after)
+    _still_serves(request_limited)
+
+
+def test_a_1_gib_chunked_post_to_the_console_login_is_refused_early_with_memory_flat(request_limited):
+    """No login and no CSRF token: the form limit is reached long before anything of the form is read."""
+    pid = request_limited.proc.pid
+    before = memory_kib(pid)
+    with connect(request_limited.endpoint) as sock:
+        sock.sendall(_shaped_head("POST", "/console/login", "Transfer-Encoding: chunked\r\n"))
+        sent = _stream_until_answered(sock, b"x" * MIB, 1024 * MIB, chunked=True)
+        response = read_until_closed(sock)
+    assert status_of(response) == 413, response[:300]
+    assert sent < 64 * MIB, f"{sent} bytes were sent before the refusal"
+    after = memory_kib(pid)
+    assert after["VmHWM"] - before["VmHWM"] < 16 * 1024, (before, after)
+    assert after["VmRSS"] - before["VmRSS"] < 16 * 1024, (before, after)
     _still_serves(request_limited)
 
 
@@ -240,3 +307,45 @@ def test_a_connection_flood_is_refused_beyond_the_limit_while_existing_connectio
         existing.close()
     wait_for(lambda: open_descriptors(pid) <= baseline + 1, "the flood's descriptors to be released", 10)
     _still_serves(server)
+
+
+def _https_get(endpoint: str, path: str, ca: Path) -> bytes:
+    context = ssl.create_default_context(cafile=str(ca))
+    with urllib.request.urlopen(endpoint + path, context=context, timeout=10) as response:
+        assert response.status == 200
+        return bytes(response.read())
+
+
+def test_a_tls_port_counts_connections_from_their_accept_and_closes_those_that_never_shake_hands(
+        server_factory, tmp_path):
+    """TCP connections that never begin a TLS handshake: beyond the cap they are closed at once, counted and
+    logged; the rest are closed at the handshake deadline, so HTTPS clients are served again."""
+    ca, cert, key = make_test_ca(tmp_path)
+    limit = 40
+    server = server_factory(tmp_path / "tls.db", "--tls-cert", str(cert), "--tls-key", str(key),
+                            "--max-connections", str(limit), "--handshake-timeout", "2", "--header-timeout", "3")
+    pid = server.proc.pid
+    baseline = open_descriptors(pid)
+    refused_before = Scrape(_https_get(server.endpoint, "/metrics", ca).decode()).value(
+        "queueserver_connections_refused_total")
+
+    flood = [connect(server.endpoint) for _ in range(5 * limit)]  # TCP only: no ClientHello, ever
+    try:
+        wait_for(lambda: sum(answered(s) for s in flood) >= 4 * limit, "the refusals", 10)
+        assert open_descriptors(pid) <= baseline + limit + 2, (baseline, open_descriptors(pid))
+        # the ones let in hold their slot no longer than the handshake deadline
+        wait_for(lambda: all(answered(s) for s in flood), "the handshake deadline to close the rest", 15)
+        assert all(read_until_closed(s, timeout=5) == b"" for s in flood)
+    finally:
+        for sock in flood:
+            sock.close()
+    wait_for(lambda: open_descriptors(pid) <= baseline + 1, "the flood's descriptors to be released", 10)
+    scraped = Scrape(_https_get(server.endpoint, "/metrics", ca).decode())  # an HTTPS client is served again
+    assert scraped.value("queueserver_connections_refused_total") - refused_before >= 4 * limit
+    assert scraped.value("queueserver_connections_open") == 1  # this scrape's own
+    assert "connection(s) refused" in server.stderr_text()
+
+    context = ssl.create_default_context(cafile=str(ca))
+    with context.wrap_socket(connect(server.endpoint), server_hostname="127.0.0.1") as shaken:
+        # the handshake done, the head's deadline (3 s) counts from the accept
+        assert read_until_closed(shaken, timeout=10) == b""

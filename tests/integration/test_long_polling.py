@@ -16,13 +16,18 @@ taking a message sent to it afterwards.
 
 from __future__ import annotations
 
+import json
+import socket
+import sqlite3
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.metrics import scrape
+from support.net import address, connect, server_end_open
 from support.server import ClockControl, wait_for
-from support.sqs import Counts, counts, receive
+from support.sqs import Counts, counts, receive, receive_all
 
 WAIT = 20  # every poll's WaitTimeSeconds (the most SQS allows); on the test clock, moves stay below it
 JOIN = 30.0  # hard bound so a broken server cannot hang the suite
@@ -220,3 +225,76 @@ def test_a_long_poll_returns_several_messages_sent_in_one_batch(sqs, poll_client
     msgs = poller.wait()
     assert 1 <= len(msgs) <= 5
     assert len({m["MessageId"] for m in msgs}) == len(msgs)
+
+
+def _hung_up_long_polls(endpoint: str, queue_url: str, clock: ClockControl, count: int) -> list[socket.socket]:
+    """COUNT long polls sent over raw sockets, each held waiting by the server; the sockets, to close."""
+    body = json.dumps({"QueueUrl": queue_url, "WaitTimeSeconds": 20, "MaxNumberOfMessages": 10}).encode()
+    request = (b"POST / HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-amz-json-1.0\r\n"
+               b"X-Amz-Target: AmazonSQS.ReceiveMessage\r\nContent-Length: %d\r\n\r\n%s"
+               % ("{}:{}".format(*address(endpoint)).encode(), len(body), body))
+    pending = clock.timers()
+    polls = []
+    for _ in range(count):
+        sock = connect(endpoint)
+        sock.sendall(request)
+        polls.append(sock)
+    clock.wait_for_timers(pending + count)
+    return polls
+
+
+def _receivable_at_once(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
+    return receive_all(sqs, queue_url, VisibilityTimeout=600, AttributeNames=["ApproximateReceiveCount"])
+
+
+def _receives_answered(endpoint: str) -> float:
+    """ReceiveMessage requests the server has finished, by /metrics."""
+    return sum(value for labels, value in scrape(endpoint).labelled("queueserver_requests_total").items()
+               if ("action", "ReceiveMessage") in labels)
+
+
+def test_long_polls_whose_clients_hung_up_take_none_of_the_messages_sent_after(sqs, queue_url, clock):
+    pending = clock.timers()
+    polls = _hung_up_long_polls(sqs.meta.endpoint_url, queue_url, clock, 100)
+    for sock in polls:
+        sock.close()
+    for batch in range(50):
+        sqs.send_message_batch(QueueUrl=queue_url, Entries=[
+            {"Id": str(i), "MessageBody": f"later {batch}.{i}"} for i in range(10)])
+    received = _receivable_at_once(sqs, queue_url)
+    assert sorted(m["Body"] for m in received) == sorted(f"later {b}.{i}" for b in range(50) for i in range(10))
+    assert {m["Attributes"]["ApproximateReceiveCount"] for m in received} == {"1"}
+    assert clock.timers() == pending, "long polls of clients that hung up are still waiting"
+
+
+def test_a_claim_that_races_its_clients_hang_up_is_given_back_at_once_uncounted(
+        server_factory, make_client, tmp_path):
+    """The poll wakes (its messages' delay ends) and claims while another process holds the database,
+    so the claim is still running when its client hangs up: the messages come back visible at once."""
+    db = tmp_path / "race.db"
+    server = server_factory(db, "--test-clock")
+    sqs, clock = make_client(server.endpoint), ClockControl(server.endpoint)
+    queue_url = sqs.create_queue(QueueName="raced")["QueueUrl"]
+    sqs.send_message_batch(QueueUrl=queue_url, Entries=[
+        {"Id": str(i), "MessageBody": f"delayed {i}", "DelaySeconds": 60} for i in range(10)])
+    pending = clock.timers()
+    (poll,) = _hung_up_long_polls(server.endpoint, queue_url, clock, 1)
+    client_port = poll.getsockname()[1]
+    intruder = sqlite3.connect(db, timeout=10, isolation_level=None)
+    try:
+        intruder.execute("BEGIN EXCLUSIVE")
+        clock.advance(61)  # the delay ends: the poll wakes and claims, and its claim waits for the lock
+        wait_for(lambda: clock.timers() < pending + 1, "the poll to wake and claim")
+        assert server_end_open(server.endpoint, client_port)
+        poll.close()
+        wait_for(lambda: not server_end_open(server.endpoint, client_port), "the server to see the hang-up")
+        answered = _receives_answered(server.endpoint)
+    finally:
+        intruder.execute("ROLLBACK")
+        intruder.close()
+    # the claim completes now; the poll gives it back and ends (the manual clock ends no visibility timeout)
+    wait_for(lambda: _receives_answered(server.endpoint) > answered, "the hung-up poll to end")
+    received = _receivable_at_once(sqs, queue_url)
+    assert sorted(m["Body"] for m in received) == [f"delayed {i}" for i in range(10)]
+    assert {m["Attributes"]["ApproximateReceiveCount"] for m in received} == {"1"}
+    server.stop()

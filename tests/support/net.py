@@ -54,3 +54,16 @@ def memory_kib(pid: int) -> dict[str, int]:
 
 def open_descriptors(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def server_end_open(endpoint: str, client_port: int) -> bool:
+    """Does the server still hold its end of the loopback connection from CLIENT_PORT (Linux /proc/net/tcp)?
+    Its end is open until the server closes it (established, or close-wait once the client has gone)."""
+    server_port = address(endpoint)[1]
+    with open("/proc/net/tcp") as table:
+        for line in list(table)[1:]:
+            fields = line.split()
+            local_port, remote_port = (int(field.rsplit(":", 1)[1], 16) for field in fields[1:3])
+            if (local_port, remote_port) == (server_port, client_port) and fields[3] in ("01", "08"):
+                return True
+    return False

@@ -7,7 +7,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "queueserver"
 LEAVES = {"clock", "errors", "extensions", "models", "limits", "config", "config_sources", "tallies", "logs",
-          "client_text"}
+          "client_text", "client_connection", "http_body"}
 FORBIDDEN = {
     "leaf": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server",
              "queueserver.consumer", "queueserver.spark", "queueserver.auth", "starlette", "uvicorn", "sqlite3",

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from queueserver import errors
 from queueserver.clock import ManualClock
 from queueserver.metrics import Metrics
 from queueserver.storage import QueueEngine
-from queueserver.tallies import RequestTally
+from queueserver.tallies import ConnectionTally, RequestTally
 
 
 class FailingSync:
@@ -35,6 +37,11 @@ def test_after_a_failed_fsync_the_server_is_not_ready_and_the_failure_is_counted
         try:
             assert await engine.observe.unready() == []
             sync.fail = True
+            # a write's sync fails (the readiness probe just ran: its next one waits a second)
+            await engine.create_queue("us-east-1", "000000000000", "synced", fifo=False, attributes={},
+                                      supplied={}, tags={})
+            with pytest.raises(errors.ServiceUnavailable):
+                await engine.durable()
             problems = await engine.observe.unready()
             assert problems and "Restart the server" in problems[0], problems
             assert engine.observe.storage.failed_fsyncs == 1
@@ -71,7 +78,7 @@ def test_two_servers_in_one_process_each_export_their_own_metrics(tmp_path: Path
                 queue = await engine.create_queue("us-east-1", "000000000000", name, fifo=False, attributes={},
                                                    supplied={}, tags={})
                 assert queue.name == name
-            metrics = [Metrics(engine, RequestTally()) for engine in engines]
+            metrics = [Metrics(engine, RequestTally(), ConnectionTally()) for engine in engines]
             texts = [(await m.exposition(""))[0].decode() for m in metrics]
             assert sent_by_queue(texts[0]) == {"a": 0} and sent_by_queue(texts[1]) == {"b": 0}
         finally:
