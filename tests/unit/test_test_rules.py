@@ -39,6 +39,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "pacing between empty short polls of a real concurrent run (its history is checked, never its timing)",
         "the work between receive and delete, so that concurrent holds overlap in real time",
     ),
+    "crash/test_readiness.py": ("a rate's upper bound (at most one probe a second over the seconds the flood took): "
+                                "a slower machine only loosens it",),
     "plugin/test_queue_server_handle.py": ("six seconds of real time against a five-second visibility: real time "
                                            "passing without moving the test clock is the point of the test",),
     "spark/test_spark_batch_read.py": ("executors heartbeat on the real clock: a consumer keeps trying to steal "
