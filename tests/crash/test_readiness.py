@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
 
 import pytest
 from support.faults import Tally, assert_service_unavailable, new_server
