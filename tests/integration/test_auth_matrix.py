@@ -8,14 +8,20 @@ expected rule of each from the README's "Who may run each action" table, the con
 command the matrix does not drive fails `test_every_action_form_and_command_has_a_rule_and_a_request`.
 
 The ways in: the four signed wire ways (JSON, Query form POST, Query GET signed in its Authorization
-header, presigned Query GET) for every action, the console form where the console offers one, the admin
-CLI command where it offers one. The principals: the queue's owner (Alice); another account without a
+header, presigned Query GET) for every action, four tampered ways for every action, the console form where
+the console offers one, the admin CLI command where it offers one. The tampered ways change what was
+signed, or add what was not: a presigned GET of a harmless action replayed with the action's
+`X-Amz-Target` and JSON body added; a JSON request whose signature leaves out the `Content-Type` it
+sends; a signed JSON request whose `Host` is changed afterwards; a signed JSON request with
+`X-Forwarded-For`/`X-Forwarded-Proto` added (no proxy is trusted). The first three are refused for every
+principal by the signature's own error (never AccessDenied, never run); the last is answered exactly as
+the untampered JSON way. The principals: the queue's owner (Alice); another account without a
 grant (Bob); another account the queue's Policy grants `sqs:*` and both subscription actions by name but
 denies `sqs:ReceiveMessage` (Eve); a key of the owner's account whose identity policy denies `sqs:*` and
 `queueserver:*` (Mallory).
 
-Size: 27 actions x 4 signed ways + 8 console forms + 12 CLI commands = 128 ways in, x 4 principals
-= 512 cases, one server for the module.
+Size: 27 actions x (4 signed + 4 tampered ways) + 8 console forms + 12 CLI commands = 236 ways in,
+x 4 principals = 944 cases, one server for the module.
 """
 
 from __future__ import annotations
@@ -29,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.auth import (KEYS, OTHER_ACCOUNT, OWNER_ACCOUNT, THIRD_ACCOUNT, WAYS, access_denied, signed_call,
-                          signed_client)
+from support import wire
+from support.auth import (KEYS, OTHER_ACCOUNT, OWNER_ACCOUNT, THIRD_ACCOUNT, WAYS, access_denied, json_request,
+                          presign, sign, sign_only, signed_call, signed_client)
 from support.console import Browser
 from support.server import REPO_ROOT, Server
 from support.sqs import receive, redrive_policy
@@ -249,15 +256,32 @@ CLI: dict[str, tuple[str, Callable[[Kit], list[str]]]] = {
 }
 CLI_NOT_RUN = {"stats"}
 
-# The ways in: the signed wire ways of support.auth.WAYS, the console, the CLI. A way that tampers with a
-# signed request (an X-Amz-Target, Content-Type, Host or X-Forwarded-* header added or changed after signing)
-# goes into ways_of beside them, with its own branch in the test below: refused whoever signs, by the
-# signature's own error rather than AccessDenied.
+# The ways in: the signed wire ways of support.auth.WAYS, the tampered ways, the console, the CLI.
 CONSOLE_WAY, CLI_WAY = "console", "cli"
+FORWARDED = "forwarded"  # answered as the JSON way: the added headers count for nothing
+TAMPERED = ("target-added", "content-type-unsigned", "host-changed", FORWARDED)
+SIGNATURE_ERRORS = {"IncompleteSignature", "SignatureDoesNotMatch"}
 
 
 def ways_of(action: str) -> list[str]:
-    return [*WAYS, *([CONSOLE_WAY] if action in CONSOLE else []), *([CLI_WAY] if action in CLI else [])]
+    return [*WAYS, *TAMPERED, *([CONSOLE_WAY] if action in CONSOLE else []), *([CLI_WAY] if action in CLI else [])]
+
+
+def tampered_call(way: str, endpoint: str, key_id: str, action: str, members: dict[str, Any]) -> wire.RawResponse:
+    """One request of `action` signed with `key_id` and then tampered with the way `way` (one of TAMPERED)."""
+    if way == "target-added":  # the issue's replay: what runs must not come from an unsigned header
+        url = presign(f"{endpoint.rstrip('/')}/?Action=ListQueues&Version=2012-11-05", key_id, 300)
+        return wire.send(url, "GET", json.dumps(members).encode(), {
+            "X-Amz-Target": f"AmazonSQS.{action}", "Content-Type": "application/x-amz-json-1.0"})
+    request = json_request(endpoint, action, members)
+    added: dict[str, str] = {}
+    if way == "content-type-unsigned":
+        sign_only(request, key_id, {"host", "x-amz-date", "x-amz-target"})
+    else:
+        sign(request, key_id)
+        added = {"Host": "evil.example:1"} if way == "host-changed" else {
+            "X-Forwarded-For": "10.9.9.9", "X-Forwarded-Proto": "https"}
+    return wire.send(request.url, request.method, request.body, {**dict(request.headers.items()), **added})
 
 
 CASES = [(action, way, principal) for action in sorted(ACTIONS) for way in ways_of(action) for principal in PRINCIPALS]
@@ -282,8 +306,8 @@ def matrix(auth_server: Server) -> Iterator[Matrix]:
 
 def test_the_docstring_states_the_size_of_the_matrix() -> None:
     assert __doc__ is not None and f"= {len(CASES)} cases" in __doc__
-    assert f"{len(ACTIONS)} actions x {len(WAYS)} signed ways + {len(CONSOLE)} console forms + {len(CLI)} CLI " \
-           f"commands" in __doc__ and f"x {len(PRINCIPALS)} principals" in __doc__
+    assert f"{len(ACTIONS)} actions x ({len(WAYS)} signed + {len(TAMPERED)} tampered ways) + {len(CONSOLE)} " \
+           f"console forms + {len(CLI)} CLI commands" in __doc__ and f"x {len(PRINCIPALS)} principals" in __doc__
 
 
 def test_every_action_form_and_command_has_a_rule_and_a_request() -> None:
@@ -341,8 +365,14 @@ def test_each_way_in_allows_or_refuses_each_principal_as_the_readme_says(
         code, stderr = _cli(kit, [command, *arguments(kit)], key_id, monkeypatch, capsys)
         assert ("allowed" if code == 0 else "refused" if code == 1 and "AccessDenied" in stderr else
                 f"exit {code}: {stderr}") == expected
+    elif way in TAMPERED and way != FORWARDED:
+        response = tampered_call(way, kit.endpoint, key_id, action, REQUESTS[action](kit))
+        assert response.status in (400, 403) and wire.error_code(response) in SIGNATURE_ERRORS, \
+            (response.status, response.body[:300])
     else:
-        response = signed_call(way, kit.endpoint, key_id, action, REQUESTS[action](kit))
+        members = REQUESTS[action](kit)
+        response = (tampered_call(way, kit.endpoint, key_id, action, members) if way == FORWARDED
+                    else signed_call(way, kit.endpoint, key_id, action, members))
         outcome = "allowed" if response.status == 200 else "refused" if access_denied(response) else \
             f"{response.status} {response.body[:300]!r}"
         assert outcome == expected
