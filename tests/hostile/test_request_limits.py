@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from queueserver.app import ROUTES, RouteRule
-from support.metrics import Scrape
+from support.metrics import Scrape, metrics_address
 from support.auth import make_test_ca
 from support.net import answered, connect, memory_kib, open_descriptors, read_until_closed, status_of
 from support.server import wait_for
@@ -349,3 +349,24 @@ def test_a_tls_port_counts_connections_from_their_accept_and_closes_those_that_n
     with context.wrap_socket(connect(server.endpoint), server_hostname="127.0.0.1") as shaken:
         # the handshake done, the head's deadline (3 s) counts from the accept
         assert read_until_closed(shaken, timeout=10) == b""
+
+
+def test_the_metrics_listener_reads_its_bodies_through_the_same_door(server_factory, tmp_path):
+    """The second listener (--metrics-listen) serves three GETs, but a body sent to it is still read by the
+    door: refused as it streams or by its declared length, never held."""
+    server = server_factory(tmp_path / "q.db", "--test-clock", "--metrics-listen", "127.0.0.1:0")
+    endpoint = metrics_address(server)
+    pid = server.proc.pid
+    before = memory_kib(pid)
+    for path in ("/metrics", "/ready", "/anything"):
+        with connect(endpoint) as sock:
+            sock.sendall(_shaped_head("GET", path, "Transfer-Encoding: chunked\r\n"))
+            sent = _stream_until_answered(sock, b"x" * MIB, 64 * MIB, chunked=True)
+            response = read_until_closed(sock)
+        assert status_of(response) == 413, (path, sent, response[:300])
+        with connect(endpoint) as sock:
+            sock.sendall(_shaped_head("GET", path, f"Content-Length: {1024 * MIB}\r\n"))
+            assert status_of(read_until_closed(sock)) == 413
+    assert memory_kib(pid)["VmHWM"] - before["VmHWM"] < 48 * 1024
+    with urllib.request.urlopen(endpoint + "/metrics", timeout=30) as answer:
+        assert answer.status == 200

@@ -5,16 +5,15 @@ takes only a finite advance within its bound and, with credentials, moves only f
 from __future__ import annotations
 
 import json
-import re
 import socket
 from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSRequest
 from support.auth import KEYS, credentials_toml, presign, send, sign, signed_client, write_credentials
-from support.metrics import Scrape
+from support.metrics import Scrape, metrics_address
 from support.net import answered, connect, read_until_closed, status_of
-from support.server import ClockControl, Server, try_serve, wait_for
+from support.server import ClockControl, try_serve, wait_for
 from support.wire import RawResponse, query_post
 from support.wire import send as send_raw
 
@@ -28,13 +27,6 @@ def signed_get(endpoint: str, path: str, key_id: str) -> tuple[int, bytes]:
 
 def code_of(body: bytes) -> str:
     return str(json.loads(body)["code"])
-
-
-def metrics_address(server: Server) -> str:
-    """The metrics listener's URL, from the line the server logs at start (its port was 0)."""
-    found = wait_for(lambda: re.search(r"metrics listener on (http://[0-9.]+:\d+)", server.stderr_text()),
-                     "the metrics listener's log line")
-    return str(found.group(1))
 
 
 def test_metrics_with_credentials_want_a_signed_key_whose_identity_policy_allows_get_metrics(auth_server, alice):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -66,3 +67,10 @@ def health(endpoint: str, path: str, timeout: float = 30) -> tuple[int, dict[str
     """(status, document) of /health or /ready."""
     status, _, body = get(endpoint, path, timeout)
     return status, json.loads(body)
+
+
+def metrics_address(server: Any) -> str:
+    """The metrics listener's URL, from the line the server logs at start (its port was 0)."""
+    found = wait_for(lambda: re.search(r"metrics listener on (http://[0-9.]+:\d+)", server.stderr_text()),
+                     "the metrics listener's log line")
+    return str(found.group(1))
