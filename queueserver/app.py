@@ -28,6 +28,7 @@ from queueserver.logs import AccessLog
 from queueserver.metrics import Metrics
 from queueserver.protocol import Dispatcher, HttpRequest, HttpResponse
 from queueserver.protocol.error_codes import wire_error
+from queueserver.replication import ReplicationReport
 from queueserver.storage import QueueEngine
 from queueserver.tallies import LATENCY_BOUNDS, RequestTally
 
@@ -99,14 +100,15 @@ def _json_response(status: int, document: dict[str, Any]) -> HttpResponse:
                         json.dumps(document).encode())
 
 
-def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None) -> ASGIApp:
+def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None,
+               replication: Callable[[], ReplicationReport] | None = None) -> ASGIApp:
     dispatcher = Dispatcher(engine, config.region, config.account_id, authenticator)
     guard = BrowserGuard(config.allowed_origins, config.allowed_hosts)
     guards_hosts = bool(config.allowed_hosts)
     default_host = f"{config.host}:{config.port}"
     requests = RequestTally()
     latencies = requests.by_action
-    metrics = Metrics(engine, requests)
+    metrics = Metrics(engine, requests, replication)
     access_log = AccessLog() if config.access_log else None
     max_body_bytes = config.max_body_bytes
 
@@ -162,9 +164,11 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
             return _json_response(200, {"status": "ok"})
         if path == "/ready":
             problems = await engine.observe.unready()
+            # Replication is reported, never a reason to refuse: a replica behind loses no request.
+            shown = {} if replication is None else {"replication": replication().as_dict()}
             if problems:
-                return _json_response(503, {"status": "unavailable", "problems": problems})
-            return _json_response(200, {"status": "ready"})
+                return _json_response(503, {"status": "unavailable", "problems": problems, **shown})
+            return _json_response(200, {"status": "ready", **shown})
         reason = guard.refusal(headers)  # queue names are not for any web page that asks
         if reason is not None:
             return HttpResponse(403, {"content-type": "text/plain; charset=utf-8"}, reason.encode())
@@ -192,7 +196,7 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
         return JSONResponse({"now_ms": manual.now_ms(), "timers": manual.pending()})
 
     extras = Starlette(routes=[Route(CLOCK_PATH, clock, methods=["GET", "POST"])])
-    console = create_console(config, engine, guard, authenticator) if config.console_enabled else None
+    console = create_console(config, engine, guard, authenticator, replication) if config.console_enabled else None
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         path = scope.get("path", "")

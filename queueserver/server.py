@@ -9,9 +9,10 @@ import gc
 import ipaddress
 import logging
 import resource
+import os
 import signal
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import uvicorn
 
@@ -19,7 +20,9 @@ from queueserver.app import create_app
 from queueserver.auth import Authenticator, CredentialStore
 from queueserver.clock import Clock, ManualClock, SystemClock
 from queueserver.config import ServerConfig
+from queueserver.errors import StartupError
 from queueserver.queue_setup import apply_queues
+from queueserver.replication import Replicator, replica
 from queueserver.http_guard import GuardedHttpProtocol, RefusalLog
 from queueserver.logs import use_format
 from queueserver.storage import QueueEngine
@@ -156,9 +159,40 @@ async def _watch_credentials(store: CredentialStore) -> None:
         loop.remove_signal_handler(signal.SIGHUP)
 
 
+def _replicator(config: ServerConfig) -> Replicator | None:
+    """Litestream's supervisor for --replicate (StartupError now if the extra or a setting is missing)."""
+    if config.replicate is None:
+        for name in ("replica_endpoint", "replica_key"):
+            if getattr(config, name) is not None:
+                raise StartupError(f"--{name.replace('_', '-')} is for a replica: give --replicate URL too")
+        return None
+    target = replica(config.replicate, config.replica_endpoint, config.replica_key, config.replica_sync_interval)
+    return Replicator(os.path.realpath(config.db_path), target)
+
+
+def _checkpoints_follow(engine: QueueEngine) -> Callable[[bool], None]:
+    """While Litestream runs it checkpoints the WAL, and the server's connection does not (replication/)."""
+    pending: set[asyncio.Task] = set()
+
+    def done(task: asyncio.Task) -> None:
+        pending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("could not switch the server's own checkpoints: %s", task.exception())
+
+    def on_running(running: bool) -> None:
+        if engine.health.stopping:
+            return
+        task = asyncio.ensure_future(engine.checkpoint_at_commit(not running))
+        pending.add(task)
+        task.add_done_callback(done)
+
+    return on_running
+
+
 async def serve(config: ServerConfig) -> None:
     # Read before the database opens, so a broken file stops the start and touches nothing.
     store = CredentialStore(config.credentials_path) if config.credentials_path is not None else None
+    replicator = _replicator(config)
     _allow_descriptors(config)
     clock: Clock = ManualClock() if config.test_clock else SystemClock()
     engine = await QueueEngine.open(
@@ -168,8 +202,13 @@ async def serve(config: ServerConfig) -> None:
     _log_access(config, store)
     watcher = asyncio.create_task(_watch_credentials(store)) if store is not None else None
     try:
+        if replicator is not None:
+            replicator.on_running = _checkpoints_follow(engine)
+            engine.guard_write_backs(replicator.paused)
+            engine.health.watch_task(await replicator.start(), "the Litestream supervisor")
         await apply_queues(engine, config.queues, config.region)
-        app = create_app(config, engine, Authenticator(store) if store is not None else None)
+        app = create_app(config, engine, Authenticator(store) if store is not None else None,
+                         replicator.report if replicator is not None else None)
         # Start-up objects live for the whole run: keep the collector from scanning them again
         # and again (it took 3-4 % of the CPU under load).
         gc.freeze()
@@ -190,6 +229,8 @@ async def serve(config: ServerConfig) -> None:
                 await watcher
         await engine.close()
         log.info("database closed")
+        if replicator is not None:  # last: it uploads what the final commits wrote
+            await replicator.stop()
 
 
 def run(config: ServerConfig) -> None:
