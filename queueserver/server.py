@@ -174,17 +174,23 @@ def _checkpoints_follow(engine: QueueEngine) -> Callable[[bool], None]:
     """While Litestream runs it checkpoints the WAL, and the server's connection does not (replication/)."""
     pending: set[asyncio.Task] = set()
 
-    def done(task: asyncio.Task) -> None:
+    def done(task: asyncio.Task, running: bool) -> None:
         pending.discard(task)
-        if not task.cancelled() and task.exception() is not None:
+        if task.cancelled():
+            return
+        if task.exception() is not None:
             log.warning("could not switch the server's own checkpoints: %s", task.exception())
+        elif running:
+            log.info("Litestream runs: it checkpoints the WAL, the server's own checkpoints are off")
+        else:
+            log.warning("Litestream is down: the server checkpoints the WAL itself until it is back")
 
     def on_running(running: bool) -> None:
         if engine.health.stopping:
             return
         task = asyncio.ensure_future(engine.checkpoint_at_commit(not running))
         pending.add(task)
-        task.add_done_callback(done)
+        task.add_done_callback(functools.partial(done, running=running))
 
     return on_running
 

@@ -81,6 +81,17 @@ def binary() -> str:
     return found
 
 
+def environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Litestream's environment: the server's, but a CA bundle named for AWS's SDKs is handed over as
+    SSL_CERT_FILE. Litestream 0.5's S3 client refuses to start at all when AWS_CA_BUNDLE is set
+    ("unable to add custom RootCAs HTTPClient"), and Go reads its roots from SSL_CERT_FILE."""
+    env = dict(os.environ if environ is None else environ)
+    bundle = env.pop("AWS_CA_BUNDLE", None)
+    if bundle and "SSL_CERT_FILE" not in env:
+        env["SSL_CERT_FILE"] = bundle
+    return env
+
+
 def write_config(folder: Path, db_path: str, target: Replica, socket_path: str | None = None) -> Path:
     """Litestream's config for `db_path` and its replica, in `folder` (private: the URL may hold a password).
 
@@ -102,8 +113,8 @@ def write_config(folder: Path, db_path: str, target: Replica, socket_path: str |
 
 def restore(program: str, config: Path, db_path: str) -> None:
     """Rebuild `db_path` from the replica in `config`, or raise StartupError with Litestream's words."""
-    done = subprocess.run([program, "restore", "-config", str(config), db_path],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run([program, "restore", "-config", str(config), db_path], env=environment(),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not os.path.exists(db_path):
         said = _last_message(done.stderr + done.stdout) or f"exit status {done.returncode}"
         raise StartupError(f"restore failed: {said}")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import shutil
 import signal
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
-from queueserver.replication.litestream import Replica, binary, write_config
+from queueserver.replication.litestream import Replica, binary, environment, write_config
 from queueserver.replication.status import ReplicationReport, ReplicationStatus, parse
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,17 @@ MAX_BACKOFF_SECONDS = 60.0
 STEADY_SECONDS = 60.0  # a run this long resets the backoff
 STOP_SECONDS = 10.0  # for the last upload at shutdown, then for the child to exit
 _LEVELS = {"INFO": logging.DEBUG, "WARN": logging.WARNING, "ERROR": logging.ERROR}  # its info: chatty
+
+
+def _end_with_the_server() -> None:
+    """In the child: SIGTERM when the server dies, even by SIGKILL (Linux's parent-death signal).
+
+    Its own session keeps a Ctrl-C meant for the server from stopping it before its last upload."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def public_url(url: str) -> str:
@@ -152,7 +164,8 @@ class Replicator:
         try:
             proc = await asyncio.create_subprocess_exec(
                 self._program, "replicate", "-config", str(self._config), stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=environment(),
+                start_new_session=True, preexec_fn=_end_with_the_server)
         except OSError as exc:
             self.status.error(f"Litestream could not be started: {exc}")
             return None
