@@ -36,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     restore.add_argument("--db", required=True, help="the database file to create")
     restore.add_argument("--replica-endpoint", metavar="URL", help="an S3-compatible store's URL (s3:// replicas)")
     restore.add_argument("--replica-key", metavar="FILE", help="the SSH private key (sftp:// replicas)")
+    restore.add_argument("--replica-host-key", metavar="FILE", help="the sftp server's public host key")
     from queueserver.consumer.cli import add_arguments as add_worker_arguments
 
     add_worker_arguments(commands.add_parser("worker", help="consume a queue with a Python handler"))
@@ -85,7 +86,8 @@ def _restore(args: argparse.Namespace) -> None:
     from queueserver.storage.sqlite_file import lock_file
 
     path = os.path.realpath(args.db)
-    target = replication.replica(args.source, args.replica_endpoint, args.replica_key)
+    target = replication.replica(args.source, args.replica_endpoint, args.replica_key,
+                                 host_key_path=args.replica_host_key)
     program = replication.binary()
     for leftover in (path, f"{path}-wal", f"{path}-shm"):
         if os.path.exists(leftover):

@@ -99,6 +99,9 @@ class ServerConfig:
               "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", group=_REPLICATION, metavar="URL")
     replica_key: str | None = setting(None, "the SSH private key of an sftp:// replica", group=_REPLICATION,
                                       metavar="FILE")
+    replica_host_key: str | None = setting(
+        None, "the sftp server's public host key (its .pub file): without it the host is not verified",
+        group=_REPLICATION, metavar="FILE")
     replica_sync_interval: float = setting(
         1.0, "seconds between uploads to the replica: about the changes a lost machine takes with it",
         group=_REPLICATION, metavar="SECONDS")

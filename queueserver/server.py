@@ -162,11 +162,12 @@ async def _watch_credentials(store: CredentialStore) -> None:
 def _replicator(config: ServerConfig) -> Replicator | None:
     """Litestream's supervisor for --replicate (StartupError now if the extra or a setting is missing)."""
     if config.replicate is None:
-        for name in ("replica_endpoint", "replica_key"):
+        for name in ("replica_endpoint", "replica_key", "replica_host_key"):
             if getattr(config, name) is not None:
                 raise StartupError(f"--{name.replace('_', '-')} is for a replica: give --replicate URL too")
         return None
-    target = replica(config.replicate, config.replica_endpoint, config.replica_key, config.replica_sync_interval)
+    target = replica(config.replicate, config.replica_endpoint, config.replica_key, config.replica_sync_interval,
+                     config.replica_host_key)
     return Replicator(os.path.realpath(config.db_path), target)
 
 

@@ -104,7 +104,7 @@ def restore(replica_args: list[str], db: Path) -> float:
     """`queueserver restore` of the replica into `db`; returns its seconds (raises if it fails)."""
     options = dict(zip(replica_args[::2], replica_args[1::2]))
     argv = ["restore", "--from", options["--replicate"], "--db", str(db)]
-    for option in ("--replica-endpoint", "--replica-key"):
+    for option in ("--replica-endpoint", "--replica-key", "--replica-host-key"):
         if option in options:
             argv += [option, options[option]]
     began = time.perf_counter()

@@ -29,7 +29,8 @@ class Replica:
 
     `url`: a folder (a path, or file://), s3://BUCKET/PATH or sftp://USER@HOST[:PORT]/PATH.
     `endpoint`: an S3-compatible store's URL (MinIO, R2, ...); without it, AWS S3.
-    `key_path`: the SSH private key of an sftp replica. `sync_interval`: seconds between uploads.
+    `key_path`: the SSH private key of an sftp replica; `host_key`: the public key its server must show
+    ("ssh-ed25519 AAAA...", from its .pub file). `sync_interval`: seconds between uploads.
     S3 credentials come from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), never a file.
     """
 
@@ -37,6 +38,7 @@ class Replica:
     endpoint: str | None = None
     key_path: str | None = None
     sync_interval: float = 1.0
+    host_key: str | None = None
 
     @property
     def scheme(self) -> str:
@@ -50,11 +52,13 @@ class Replica:
             entry["force-path-style"] = True  # S3-compatible stores rarely serve bucket host names
         if self.key_path is not None:
             entry["key-path"] = self.key_path
+        if self.host_key is not None:
+            entry["host-key"] = self.host_key
         return entry
 
 
 def replica(url: str, endpoint: str | None = None, key_path: str | None = None,
-            sync_interval: float = 1.0) -> Replica:
+            sync_interval: float = 1.0, host_key_path: str | None = None) -> Replica:
     """A Replica from the settings, or StartupError saying what is wrong with them."""
     if "://" not in url:  # a folder, on another mount
         url = Path(url).resolve().as_uri()
@@ -63,11 +67,25 @@ def replica(url: str, endpoint: str | None = None, key_path: str | None = None,
         raise StartupError(f"replica {url}: expected a folder, file://, s3://BUCKET/PATH or sftp://USER@HOST/PATH")
     if endpoint is not None and scheme != "s3":
         raise StartupError(f"--replica-endpoint is for s3:// replicas, not {scheme}://")
-    if key_path is not None and scheme != "sftp":
-        raise StartupError(f"--replica-key is for sftp:// replicas, not {scheme}://")
+    for option, value in (("--replica-key", key_path), ("--replica-host-key", host_key_path)):
+        if value is not None and scheme != "sftp":
+            raise StartupError(f"{option} is for sftp:// replicas, not {scheme}://")
     if not sync_interval > 0:
         raise StartupError(f"--replica-sync-interval must be more than 0 seconds, got {sync_interval:g}")
-    return Replica(url, endpoint, key_path, sync_interval)
+    return Replica(url, endpoint, key_path, sync_interval, None if host_key_path is None else _host_key(host_key_path))
+
+
+def _host_key(path: str) -> str:
+    """The "TYPE BASE64" of a public key file (a .pub file, or a known_hosts line naming hosts first)."""
+    try:
+        with open(path, encoding="ascii") as file:
+            fields = file.readline().split()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StartupError(f"--replica-host-key {path}: cannot read it ({exc})") from None
+    for i, field in enumerate(fields[:-1]):
+        if field.startswith(("ssh-", "ecdsa-", "sk-")):
+            return f"{field} {fields[i + 1]}"
+    raise StartupError(f"--replica-host-key {path}: not a public key (expected a line like ssh-ed25519 AAAA...)")
 
 
 def binary() -> str:

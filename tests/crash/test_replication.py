@@ -6,9 +6,10 @@ Every message acknowledged more than the replication window before the loss (the
 plus the second in which Litestream reads the WAL) is back; nothing deleted before that window
 comes back; the restored file's integrity check is ok. scripts/replicakit.py does the counting.
 
-The replicas: a folder (another mount, in production), and an S3 bucket served by moto's server,
+The replicas: a folder (another mount, in production); an S3 bucket served by moto's server,
 which stands in for object storage (AWS S3, MinIO, R2 ...): the same S3 API that Litestream
-speaks to them, on a loopback port, without the network.
+speaks to them, on a loopback port, without the network; and a folder behind Debian's OpenSSH
+server on a loopback port (sftp://, its host key verified).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import boto3
 import pytest
 from replicakit import loss_run
 from support.moto import CREDENTIALS, moto_server
+from support.sftp import sftp_server
 
 LOAD_SECONDS = 6.0
 
@@ -45,6 +47,14 @@ def test_an_s3_replica_brings_back_everything_acknowledged_before_the_window_and
         boto3.client("s3", endpoint_url=moto.endpoint, **_keys()).create_bucket(Bucket="replicas")
         figures = loss_run(tmp_path, ["--replicate", "s3://replicas/queueserver", "--replica-endpoint",
                                       moto.endpoint], LOAD_SECONDS)
+    _check(figures)
+
+
+def test_an_sftp_replica_brings_back_everything_acknowledged_before_the_window_and_nothing_deleted_before_it(
+        tmp_path: Path) -> None:
+    with sftp_server(tmp_path / "ssh") as sftp:
+        figures = loss_run(tmp_path, ["--replicate", sftp.url(tmp_path / "sftp-replica"), *sftp.options()],
+                           LOAD_SECONDS)
     _check(figures)
 
 
