@@ -43,6 +43,7 @@ FIRST_BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 60.0
 STEADY_SECONDS = 60.0  # a run this long resets the backoff
 STOP_SECONDS = 10.0  # for the last upload at shutdown, then for the child to exit
+SILENCE_SECONDS = 30.0  # it logs a debug record every second: silent this long, it hangs and is restarted
 _LEVELS = {"INFO": logging.DEBUG, "WARN": logging.WARNING, "ERROR": logging.ERROR}  # its info: chatty
 
 
@@ -174,7 +175,16 @@ class Replicator:
         self.on_running(True)
         try:
             assert proc.stdout is not None
-            while line := await proc.stdout.readline():
+            while True:
+                try:
+                    line = await asyncio.wait_for(proc.stdout.readline(), SILENCE_SECONDS)
+                except asyncio.TimeoutError:  # hung: its read transaction would also pin the WAL
+                    log.error("Litestream said nothing for %g s; killing it", SILENCE_SECONDS)
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                    break
+                if not line:
+                    break
                 self._hear(line.decode("utf-8", "replace").rstrip())
             return await proc.wait()
         finally:

@@ -15,13 +15,18 @@ server on a loopback port (sftp://, its host key verified).
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
-from replicakit import loss_run
+from replicakit import children, loss_run, replication, wait_until_replicating
 from support.moto import CREDENTIALS, moto_server
+from support.server import wait_for
 from support.sftp import sftp_server
+
+from queueserver.replication.supervisor import SILENCE_SECONDS
 
 LOAD_SECONDS = 6.0
 
@@ -61,3 +66,16 @@ def test_an_sftp_replica_brings_back_everything_acknowledged_before_the_window_a
 def _keys() -> dict[str, str]:
     return {"aws_access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
             "aws_secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"], "region_name": "us-east-1"}
+
+
+def test_a_hung_litestream_is_killed_and_restarted(server_factory: Any, tmp_path: Path) -> None:
+    """A stopped (SIGSTOP) Litestream says nothing; its read transaction would pin the WAL for good."""
+    server = server_factory(tmp_path / "queueserver.db", "--replicate", str(tmp_path / "replica"))
+    wait_until_replicating(server)
+    (litestream,) = children(server.proc.pid)
+    os.kill(litestream, signal.SIGSTOP)
+    wait_for(lambda: replication(server.endpoint)["restarts"] == 1, "the hung Litestream to be restarted",
+             timeout=SILENCE_SECONDS + 30)
+    assert "Litestream said nothing for 30 s; killing it" in server.stderr_text()
+    wait_for(lambda: replication(server.endpoint)["running"] and children(server.proc.pid) != [litestream],
+             "a new Litestream")
