@@ -45,6 +45,7 @@ STEADY_SECONDS = 60.0  # a run this long resets the backoff
 STOP_SECONDS = 10.0  # for the last upload at shutdown, then for the child to exit
 SILENCE_SECONDS = 30.0  # it logs a debug record every second: silent this long, it hangs and is restarted
 _LEVELS = {"INFO": logging.DEBUG, "WARN": logging.WARNING, "ERROR": logging.ERROR}  # its info: chatty
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def _end_with_the_server() -> None:
@@ -53,9 +54,6 @@ def _end_with_the_server() -> None:
     Its own session keeps a Ctrl-C meant for the server from stopping it before its last upload."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-PR_SET_PDEATHSIG = 1
 
 
 def public_url(url: str) -> str:
@@ -84,6 +82,7 @@ class Replicator:
         self._task: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
+        self._stopped_on_purpose = False  # the run that ends now was ended by a pause
         self._resumed = asyncio.Event()
         self._resumed.set()
         self._woken = asyncio.Event()  # ends a backoff early (a resume, a stop)
@@ -131,6 +130,7 @@ class Replicator:
 
     async def _pause(self) -> None:
         self._resumed.clear()
+        self._stopped_on_purpose = self._proc is not None and self._proc.returncode is None
         log.warning("stopping Litestream while the database file is written back; it restarts on the new file "
                     "and uploads a fresh snapshot")
         await self._end_child()
@@ -147,7 +147,8 @@ class Replicator:
                 return
             began = time.monotonic()
             rc = await self._run_once()
-            if self._stopping or not self._resumed.is_set():  # stopped on purpose
+            if self._stopping or self._stopped_on_purpose:
+                self._stopped_on_purpose = False
                 continue
             if time.monotonic() - began >= STEADY_SECONDS:
                 backoff = FIRST_BACKOFF_SECONDS
