@@ -14,7 +14,7 @@ timeout) and the queue is drained. Counted against the records:
 * the loss window measured (RPO): from the oldest acknowledgment that did not survive to the loss;
 * the restored file's integrity check, and how long the restore took.
 
-tests/crash/test_machine_loss.py runs it on a file replica and on S3 (moto's); the figures of
+tests/crash/test_machine_loss.py runs it on a folder, S3 (moto's) and sftp replica; the figures of
 scripts/BENCHMARKS.md ("Replication") come from scripts/replication_bench.py, which runs it too.
 """
 
