@@ -41,6 +41,7 @@ from queueserver.logs import AccessLog
 from queueserver.metrics import Metrics
 from queueserver.protocol import Dispatcher, HttpRequest, HttpResponse
 from queueserver.protocol.error_codes import wire_error
+from queueserver.replication import ReplicationReport
 from queueserver.storage import QueueEngine
 from queueserver.tallies import LATENCY_BOUNDS, ConnectionTally, RequestTally
 
@@ -134,22 +135,24 @@ def _error_document(error: errors.SQSError) -> HttpResponse:
 
 
 def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None,
-               connections: ConnectionTally | None = None) -> ASGIApp:
+               connections: ConnectionTally | None = None,
+               replication: Callable[[], ReplicationReport] | None = None) -> ASGIApp:
     """The app of the main listener."""
-    return create_apps(config, engine, authenticator, connections)[0]
+    return create_apps(config, engine, authenticator, connections, replication)[0]
 
 
 def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None,
-                connections: ConnectionTally | None = None) -> tuple[ASGIApp, ASGIApp]:
+                connections: ConnectionTally | None = None,
+                replication: Callable[[], ReplicationReport] | None = None) -> tuple[ASGIApp, ASGIApp]:
     """The main listener's app, and the metrics listener's (the same metrics, health and readiness);
-    `connections`: the listeners' connection counts, for /metrics."""
+    `connections`: the listeners' connection counts, `replication`: the replica's state, for /metrics."""
     dispatcher = Dispatcher(engine, config.region, config.account_id, authenticator)
     guard = BrowserGuard(config.allowed_origins, config.allowed_hosts)
     guards_hosts = bool(config.allowed_hosts)
     default_host = f"{config.host}:{config.port}"
     requests = RequestTally()
     latencies = requests.by_action
-    metrics = Metrics(engine, requests, connections or ConnectionTally())
+    metrics = Metrics(engine, requests, connections or ConnectionTally(), replication)
     access_log = AccessLog() if config.access_log else None
 
     async def sqs(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any, send: Any,
@@ -195,9 +198,11 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
             return _json_response(200, {"status": "ok"})
         if path == "/ready":
             problems = await engine.observe.unready()
+            # Replication is reported, never a reason to refuse: a replica behind loses no request.
+            shown = {} if replication is None else {"replication": replication().as_dict()}
             if problems:
-                return _json_response(503, {"status": "unavailable", "problems": problems})
-            return _json_response(200, {"status": "ready"})
+                return _json_response(503, {"status": "unavailable", "problems": problems, **shown})
+            return _json_response(200, {"status": "ready", **shown})
         reason = guard.refusal(headers)  # queue names are not for any web page that asks
         if reason is not None:
             return _plain(403, reason)
@@ -238,7 +243,7 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
         return JSONResponse({"now_ms": manual.now_ms(), "timers": manual.pending()})
 
     extras = Starlette(routes=[Route(CLOCK_PATH, clock, methods=["GET", "POST"])])
-    console = create_console(config, engine, guard, authenticator) if config.console_enabled else None
+    console = create_console(config, engine, guard, authenticator, replication) if config.console_enabled else None
 
     async def operations_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
                                send: Any, started: float) -> None:

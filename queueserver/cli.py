@@ -1,4 +1,4 @@
-"""The command line: `queueserver serve …`, `backup`, `check`, `worker` and the admin commands."""
+"""The command line: `queueserver serve …`, `backup`, `check`, `restore`, `worker` and the admin commands."""
 
 from __future__ import annotations
 
@@ -29,6 +29,14 @@ def _parser() -> argparse.ArgumentParser:
     backup.add_argument("--db", default=db, help="the database to copy (default: $QUEUESERVER_DB, else %(default)s)")
     check = commands.add_parser("check", help="integrity check, schema version and messages per queue")
     check.add_argument("--db", default=db, help="the database to check (default: $QUEUESERVER_DB, else %(default)s)")
+    restore = commands.add_parser("restore", help="bring a database back from its replica (Litestream), then check "
+                                                  "it; never over an existing database")
+    restore.add_argument("--from", dest="source", required=True, metavar="URL",
+                         help="the replica: a folder, file://, s3://BUCKET/PATH or sftp://USER@HOST/PATH")
+    restore.add_argument("--db", required=True, help="the database file to create")
+    restore.add_argument("--replica-endpoint", metavar="URL", help="an S3-compatible store's URL (s3:// replicas)")
+    restore.add_argument("--replica-key", metavar="FILE", help="the SSH private key (sftp:// replicas)")
+    restore.add_argument("--replica-host-key", metavar="FILE", help="the sftp server's public host key")
     from queueserver.consumer.cli import add_arguments as add_worker_arguments
 
     add_worker_arguments(commands.add_parser("worker", help="consume a queue with a Python handler"))
@@ -51,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     from queueserver.storage import admin
 
     try:
+        if args.command == "restore":
+            _restore(args)
         if args.command == "backup":
             size = admin.backup(args.db, args.destination)
             print(f"backed up {args.db} to {args.destination} ({size} bytes)")
@@ -65,6 +75,29 @@ def main(argv: list[str] | None = None) -> int:
     for q in report.queues:
         print(f"  {q.region} {q.account} {q.name}: {q.messages} messages, {q.in_flight} in flight")
     return 0 if report.integrity == "ok" else 1
+
+
+def _restore(args: argparse.Namespace) -> None:
+    """Litestream's restore into a path where no database is (nor a server), then on to `check`."""
+    import tempfile
+    from pathlib import Path
+
+    from queueserver import replication
+    from queueserver.storage.sqlite_file import lock_file
+
+    path = os.path.realpath(args.db)
+    target = replication.replica(args.source, args.replica_endpoint, args.replica_key,
+                                 host_key_path=args.replica_host_key)
+    program = replication.binary()
+    for leftover in (path, f"{path}-wal", f"{path}-shm"):
+        if os.path.exists(leftover):
+            if leftover == path:
+                lock_file(path).close()  # a live database: "another queueserver is already serving" it
+            raise StartupError(f"{leftover} exists: restore never overwrites a database; choose a new path "
+                               "or move the old files away")
+    with tempfile.TemporaryDirectory(prefix="queueserver-restore-") as folder:
+        replication.restore(program, replication.write_config(Path(folder), path, target), path)
+    print(f"restored {path} from {replication.public_url(target.url)}")
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -39,6 +39,7 @@ class QueueDeclaration:
 
 _LIMITS = "limits on what one client may hold (README, Limits)"
 _BROWSERS = "browsers and host names (README, Browsers)"
+_REPLICATION = "replication to another machine, with Litestream (README, Replication)"
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,21 @@ class ServerConfig:
     # Logs (README, "Operations"): "text" or "json" lines, and an access log line per request.
     log_format: str = setting("text", "json: one JSON object a line, for log shippers", choices=("text", "json"))
     access_log: bool = setting(False, "a line per request: action, queue, HTTP status, duration")
+    # Litestream beside the server (README, "Replication"): off unless a replica is named.
+    replicate: str | None = setting(
+        None, "stream the database to this replica with Litestream (the replicate extra): a folder, file://, "
+              "s3://BUCKET/PATH or sftp://USER@HOST/PATH", group=_REPLICATION, metavar="URL")
+    replica_endpoint: str | None = setting(
+        None, "an S3-compatible store's URL for an s3:// replica (MinIO, R2 ...); credentials come from "
+              "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", group=_REPLICATION, metavar="URL")
+    replica_key: str | None = setting(None, "the SSH private key of an sftp:// replica", group=_REPLICATION,
+                                      metavar="FILE")
+    replica_host_key: str | None = setting(
+        None, "the sftp server's public host key (its .pub file): without it the host is not verified",
+        group=_REPLICATION, metavar="FILE")
+    replica_sync_interval: float = setting(
+        1.0, "seconds between uploads to the replica: about the changes a lost machine takes with it",
+        group=_REPLICATION, metavar="SECONDS")
     # Not a setting: the [queues.*] tables of the config file.
     queues: tuple[QueueDeclaration, ...] = field(default=(), metadata={"file_only": True})
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -19,6 +19,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.utils import floatToGoString
 
 from queueserver.models import Queue, QueueCounts
+from queueserver.replication import ReplicationReport
 from queueserver.storage import QueueEngine
 from queueserver.tallies import ConnectionTally, Histogram, RequestTally
 
@@ -52,6 +53,7 @@ class _Snapshot:
     file_sizes: tuple[int, int]
     open_long_polls: int
     problems: list[str] = field(default_factory=list)
+    replication: ReplicationReport | None = None
 
 
 def outcome(status: int) -> str:
@@ -68,8 +70,10 @@ def _buckets(histogram: Histogram) -> list[tuple[str, float]]:
 class Metrics:
     """`await exposition(accept)` -> (body, content type)."""
 
-    def __init__(self, engine: QueueEngine, requests: RequestTally, connections: ConnectionTally) -> None:
+    def __init__(self, engine: QueueEngine, requests: RequestTally, connections: ConnectionTally,
+                 replication: Callable[[], ReplicationReport] | None = None) -> None:
         self._engine = engine
+        self._replication = replication
         self._observe = engine.observe
         self._requests = requests
         self._connections = connections
@@ -95,7 +99,8 @@ class Metrics:
         except Exception:  # noqa: BLE001 - the storage is failing: the other metrics still count
             move_tasks = []
         return _Snapshot(self._engine.clock.now_ms(), queues, counts, move_tasks, self._observe.file_sizes(),
-                         self._observe.open_long_polls(), self._observe.known_problems())
+                         self._observe.open_long_polls(), self._observe.known_problems(),
+                         None if self._replication is None else self._replication())
 
     def collect(self) -> Iterator[Metric]:
         snapshot = self._snapshot
@@ -104,6 +109,8 @@ class Metrics:
         yield from self._queue_families(snapshot)
         yield from self._request_families()
         yield from self._storage_families(snapshot)
+        if snapshot.replication is not None:
+            yield from _replication_families(snapshot.replication)
 
     def _queue_families(self, snapshot: _Snapshot) -> Iterator[Metric]:
         counters = {field: CounterMetricFamily(name, text, labels=QUEUE_LABELS)
@@ -194,3 +201,25 @@ class Metrics:
             to_move.add_metric([name, region, account], total)
         yield moved
         yield to_move
+
+
+def _replication_families(report: ReplicationReport) -> Iterator[Metric]:
+    """Only with --replicate: how far behind the replica is (replication/status.py says how it is read)."""
+    yield GaugeMetricFamily("queueserver_replication_up", "1 while Litestream runs beside the server.",
+                            value=1 if report.running else 0)
+    if report.lag_seconds is not None:
+        yield GaugeMetricFamily("queueserver_replication_lag_seconds", "Age of the oldest change Litestream read "
+                                "from the WAL that the replica lacks (0: it has them all).",
+                                value=report.lag_seconds)
+    if report.transactions_behind is not None:
+        yield GaugeMetricFamily("queueserver_replication_transactions_behind", "Litestream transactions (one "
+                                "read of the WAL, about a second of writes) not yet in the replica.",
+                                value=report.transactions_behind)
+    yield CounterMetricFamily("queueserver_replication_restarts", "Times Litestream exited and was restarted.",
+                              value=report.restarts)
+    yield CounterMetricFamily("queueserver_replication_errors", "Errors and warnings Litestream logged, and its "
+                              "exits.", value=report.errors)
+    if report.last_error is not None:
+        yield GaugeMetricFamily("queueserver_replication_last_error_timestamp_seconds", "When the last "
+                                "replication error was logged (the message: GET /ready).",
+                                value=report.last_error[0])

@@ -9,6 +9,7 @@ import gc
 import ipaddress
 import logging
 import resource
+import os
 import signal
 import ssl
 import sys
@@ -22,6 +23,7 @@ from queueserver.clock import Clock, ManualClock, SystemClock
 from queueserver.config import ServerConfig
 from queueserver.errors import ConfigError, StartupError
 from queueserver.queue_setup import apply_queues
+from queueserver.replication import Replicator, replica
 from queueserver.http_guard import ConnectionGate, GuardedHttpProtocol, tls_protocol
 from queueserver.logs import use_format
 from queueserver.storage import QueueEngine
@@ -221,11 +223,49 @@ async def _watch_credentials(store: CredentialStore) -> None:
         loop.remove_signal_handler(signal.SIGHUP)
 
 
+def _replicator(config: ServerConfig) -> Replicator | None:
+    """Litestream's supervisor for --replicate (StartupError now if the extra or a setting is missing)."""
+    if config.replicate is None:
+        for name in ("replica_endpoint", "replica_key", "replica_host_key"):
+            if getattr(config, name) is not None:
+                raise StartupError(f"--{name.replace('_', '-')} is for a replica: give --replicate URL too")
+        return None
+    target = replica(config.replicate, config.replica_endpoint, config.replica_key, config.replica_sync_interval,
+                     config.replica_host_key)
+    return Replicator(os.path.realpath(config.db_path), target)
+
+
+def _checkpoints_follow(engine: QueueEngine) -> Callable[[bool], None]:
+    """While Litestream runs it checkpoints the WAL, and the server's connection does not (replication/)."""
+    pending: set[asyncio.Task] = set()
+
+    def done(task: asyncio.Task, running: bool) -> None:
+        pending.discard(task)
+        if task.cancelled():
+            return
+        if task.exception() is not None:
+            log.warning("could not switch the server's own checkpoints: %s", task.exception())
+        elif running:
+            log.info("Litestream runs: it checkpoints the WAL, the server's own checkpoints are off")
+        else:
+            log.warning("Litestream is down: the server checkpoints the WAL itself until it is back")
+
+    def on_running(running: bool) -> None:
+        if engine.health.stopping:
+            return
+        task = asyncio.ensure_future(engine.checkpoint_at_commit(not running))
+        pending.add(task)
+        task.add_done_callback(functools.partial(done, running=running))
+
+    return on_running
+
+
 async def serve(config: ServerConfig) -> None:
     # Read before the database opens, so a broken file stops the start and touches nothing.
     store = CredentialStore(config.credentials_path) if config.credentials_path is not None else None
     trusted_proxies = _trusted_proxies(config)
     tls = _tls_context(config)
+    replicator = _replicator(config)
     _allow_descriptors(config)
     clock: Clock = ManualClock() if config.test_clock else SystemClock()
     engine = await QueueEngine.open(
@@ -238,10 +278,14 @@ async def serve(config: ServerConfig) -> None:
                  ", ".join(trusted_proxies))
     watcher = asyncio.create_task(_watch_credentials(store)) if store is not None else None
     try:
+        if replicator is not None:
+            replicator.on_running = _checkpoints_follow(engine)
+            engine.guard_write_backs(replicator.paused)
+            engine.health.watch_task(await replicator.start(), "the Litestream supervisor")
         await apply_queues(engine, config.queues, config.region)
         connections = ConnectionTally()
         app, metrics_app = create_apps(config, engine, Authenticator(store) if store is not None else None,
-                                       connections)
+                                       connections, replicator.report if replicator is not None else None)
         gate = ConnectionGate(config.max_connections, connections)
         metrics_address = config.metrics_address
         # Start-up objects live for the whole run: keep the collector from scanning them again
@@ -267,6 +311,8 @@ async def serve(config: ServerConfig) -> None:
                 await watcher
         await engine.close()
         log.info("database closed")
+        if replicator is not None:  # last: it uploads what the final commits wrote
+            await replicator.stop()
 
 
 def run(config: ServerConfig) -> None:

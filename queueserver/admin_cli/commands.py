@@ -7,6 +7,7 @@ import sys
 from typing import Any, Callable
 
 from queueserver.admin_cli import client
+from queueserver.admin_cli import copy as copy_command
 from queueserver.admin_cli import subscriptions
 from queueserver.admin_cli.client import SUBSCRIPTION_SEPARATOR, Admin, AdminError
 from queueserver.admin_cli.output import Output, error
@@ -132,7 +133,8 @@ Handler = Callable[[Admin, Output, argparse.Namespace], int]
 COMMANDS: dict[str, Handler] = {"queues": queues, "queue": queue, "send": send, "receive": receive,
                                 "peek": peek, "redrive": redrive, "stats": stats,
                                 "subscriptions": subscriptions.subscriptions,
-                                "subscription": subscriptions.subscription}
+                                "subscription": subscriptions.subscription,
+                                "copy": copy_command.copy}
 
 
 def add_commands(commands: Any) -> None:
@@ -177,13 +179,15 @@ def add_commands(commands: Any) -> None:
     d.add_argument("--interval", type=float, default=0.5, help="seconds between progress polls (default 0.5)")
     command("stats", "totals over all queues")
     subscriptions.add_commands(command)
+    copy_command.add_command(commands)
 
 
 def run(args: argparse.Namespace) -> int:
     out = Output(args.json)
     try:
-        admin = Admin(client.endpoint_from(args.endpoint), args.region)
-        return COMMANDS[args.command](admin, out, args)
+        # copy has two endpoints, each from its queue's URL
+        admin = None if args.command == "copy" else Admin(client.endpoint_from(args.endpoint), args.region)
+        return COMMANDS[args.command](admin, out, args)  # type: ignore[arg-type]
     except AdminError as exc:
         error(str(exc))
         return exc.exit_code

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import parse_qsl, quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -27,6 +27,7 @@ from queueserver.extensions import BROWSE_ACTION, LIST_SUBSCRIPTIONS_ACTION
 from queueserver.console.sessions import SESSION_COOKIE, SESSION_SECONDS
 from queueserver.models import Queue
 from queueserver.protocol.extension_actions import BODY_READING
+from queueserver.replication import ReplicationReport
 from queueserver.storage import QueueEngine
 
 CONSOLE_PREFIX = "/console"
@@ -54,7 +55,8 @@ def _arn_path(arn: str) -> str:
 
 
 def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuard,
-                   authenticator: Authenticator | None = None) -> Starlette:
+                   authenticator: Authenticator | None = None,
+                   replication: Callable[[], ReplicationReport] | None = None) -> Starlette:
     access = Access(guard, engine, config.account_id, config.region, authenticator)
     calls = SqsCalls(engine, config.region, config.account_id)
     started = time.monotonic()
@@ -184,7 +186,8 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         return shown
 
     async def server_page(request: Request) -> Response:
-        return page(request, "server.html", info=views.server_info(engine, config.db_path, started, fsync))
+        return page(request, "server.html", info=views.server_info(engine, config.db_path, started, fsync),
+                    replication=None if replication is None else views.replication_view(replication()))
 
     async def post(request: Request) -> Response:
         """Every state change on a queue or subscription: the path names it and the action; the token must

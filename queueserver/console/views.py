@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import queueserver
 from queueserver.models import SUBSCRIPTION_SEPARATOR, Queue
+from queueserver.replication import ReplicationReport
 from queueserver.storage import QueueEngine
 from queueserver.tallies import Histogram
 
@@ -204,3 +205,12 @@ def message_view(message: dict[str, Any]) -> dict[str, Any]:
             "attributes": {name: value.get("StringValue", value.get("BinaryValue", ""))
                            for name, value in message.get("MessageAttributes", {}).items()},
             "system": attributes}
+
+
+def replication_view(report: ReplicationReport) -> dict[str, Any]:
+    """The replication row of the server page: the /ready figures, the last error's time in UTC."""
+    shown = report.as_dict()
+    if report.last_error is not None:
+        shown["last_error"] = (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(report.last_error[0])),
+                               report.last_error[1])
+    return shown

@@ -27,6 +27,7 @@ costs one hand-off per group.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -34,7 +35,7 @@ import queue
 import sqlite3
 import threading
 import time
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, ContextManager, TypeVar
 
 from queueserver import errors
 from queueserver.storage import write_back
@@ -50,6 +51,7 @@ T = TypeVar("T")
 IDLE_CHECK_SECONDS = 1.0
 RECOVERY_SECONDS = 0.5  # writes must succeed this long, unbroken, before an outage is logged as over
 FILE_CHECK_SECONDS = 0.25
+AUTOCHECKPOINT_PAGES = 1000  # SQLite's default: checkpoint at commit once the WAL holds this many pages
 _STOP = object()
 
 
@@ -117,6 +119,9 @@ class Database:
         self._closed = False
         self._failing: str | None = None  # the outage logged last, until its recovery is logged
         self._recovering_since: float | None = None
+        self._autocheckpoint = AUTOCHECKPOINT_PAGES  # 0 while a replicator checkpoints instead
+        # Held around a write-back (on this thread): replication pauses, as it would confuse the new file.
+        self.write_back_guard: Callable[[], ContextManager[object]] = contextlib.nullcontext
         self._thread.start()
 
     async def run(self, fn: Callable[[Transaction], T]) -> T:
@@ -127,6 +132,15 @@ class Database:
         future: asyncio.Future = loop.create_future()
         self._inbox.put(_Operation(fn, future, loop))
         return await future
+
+    async def set_autocheckpoint(self, pages: int) -> None:
+        """Let the connection checkpoint at commit once the WAL holds `pages` pages (0: never, another
+        process checkpoints); kept for a connection opened again after a write-back."""
+        def apply(tx: Transaction) -> None:
+            tx.conn.execute(f"PRAGMA wal_autocheckpoint={int(pages)}")
+            self._autocheckpoint = int(pages)
+
+        await self.run(apply)
 
     def durable(self) -> Awaitable[None]:
         """Wait until every group committed so far is on disk; raise ServiceUnavailable if that failed.
@@ -308,8 +322,9 @@ class Database:
             return self._conn
         conn = connect(self._path)
         try:
+            conn.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint}")
             log_fd = write_back.open_log(self._path)
-        except OSError:
+        except (OSError, sqlite3.Error):
             conn.close()
             raise
         self._conn, self._changes = conn, conn.total_changes
@@ -343,16 +358,18 @@ class Database:
             self._restoring = errors.ServiceUnavailable(
                 f"The message store is unavailable: {self._path} was deleted and is being written back; try again.")
         assert self._conn is not None  # the identity only changes back after the old connection is closed
-        self._syncer.drain()  # the syncer must be done with the old log before it is closed
-        try:
-            write_back.restore(self._conn, self._path)
-        except Exception as exc:  # noqa: BLE001 - answered as 503 until a retry succeeds
-            self._restoring = self._storage_error(exc)
-            raise self._restoring from exc
-        self._identity = write_back.identity(self._path)
-        if self._lock is not None:  # the old lock is on the deleted file; a second server would find this one free
-            old_lock, self._lock = self._lock, lock_file(self._path)
-            old_lock.close()
-        old, self._conn = self._conn, None
-        old.close()  # before the restored file opens: both would use PATH-wal (emptied by restore) and PATH-shm
-        self._connection()
+        with contextlib.ExitStack() as guarded:
+            try:
+                guarded.enter_context(self.write_back_guard())
+                self._syncer.drain()  # the syncer must be done with the old log before it is closed
+                write_back.restore(self._conn, self._path)
+            except Exception as exc:  # noqa: BLE001 - answered as 503 until a retry succeeds
+                self._restoring = self._storage_error(exc)
+                raise self._restoring from exc
+            self._identity = write_back.identity(self._path)
+            if self._lock is not None:  # the old lock is on the deleted file; a second server would find it free
+                old_lock, self._lock = self._lock, lock_file(self._path)
+                old_lock.close()
+            old, self._conn = self._conn, None
+            old.close()  # before the restored file opens: both would use PATH-wal (emptied by restore) and PATH-shm
+            self._connection()

@@ -13,7 +13,7 @@ import asyncio
 import functools
 import os
 from bisect import bisect_left
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, ContextManager
 
 from queueserver import errors
 from queueserver.client_connection import ClientConnection
@@ -28,7 +28,7 @@ from queueserver.storage import clock_store, message_store, queue_store, subscri
 from queueserver.storage.clock_store import KeptClock
 from queueserver.storage.cooldowns import Cooldowns
 from queueserver.storage.count_cache import MAX_AGE_SECONDS, CountCache
-from queueserver.storage.database import Database, Transaction
+from queueserver.storage.database import AUTOCHECKPOINT_PAGES, Database, Transaction
 from queueserver.storage.handles import change_one_visibility, expired_handle, invalid_handle
 from queueserver.storage.migrations import migrate
 from queueserver.storage.observe import Observer
@@ -113,6 +113,14 @@ class QueueEngine:
         Results come back at COMMIT; nothing may be acknowledged to a client before this returns.
         (The database's coroutine itself: every request awaits this, so no frame of its own.)"""
         return self._db.durable()
+
+    async def checkpoint_at_commit(self, on: bool) -> None:
+        """Off while another process checkpoints the WAL (Litestream: see replication/supervisor.py)."""
+        await self._db.set_autocheckpoint(AUTOCHECKPOINT_PAGES if on else 0)
+
+    def guard_write_backs(self, guard: Callable[[], ContextManager[object]]) -> None:
+        """Hold `guard()` around every write-back of a deleted database file (on the database thread)."""
+        self._db.write_back_guard = guard
 
     def begin_shutdown(self) -> None:
         """Answer every long poll now and accept no new waits."""

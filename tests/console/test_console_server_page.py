@@ -12,6 +12,7 @@ import boto3
 from botocore.config import Config
 from playwright.sync_api import expect
 
+from replicakit import wait_until_replicating
 from support.server import running
 
 
@@ -47,3 +48,16 @@ def test_the_server_page_shows_fsync_latency_and_the_last_storage_outage(tmp_pat
         page.reload()
         expect(page.locator("#outages")).to_contain_text("1 since the start; the last began")
         expect(page.locator("#outages .bad")).to_contain_text("locked by another process")
+
+
+def test_the_server_page_shows_replication_off_or_its_replica_and_lag(tmp_path: Path, page: Any) -> None:
+    with running(tmp_path / "plain.db") as server:
+        page.goto(server.endpoint + "/console/server")
+        expect(page.locator("#replication")).to_have_text("off")
+    with running(tmp_path / "replicated.db", "--replicate", str(tmp_path / "replica")) as server:
+        wait_until_replicating(server)  # Litestream has reported the replica's position
+        page.goto(server.endpoint + "/console/server")
+        expect(page.locator("#replication")).to_contain_text(f"to {(tmp_path / 'replica').as_uri()}")
+        expect(page.locator("#replication .ok")).to_have_text("Litestream running")
+        expect(page.locator("#replication")).to_contain_text(" transactions and ")
+        expect(page.locator("#replication")).to_contain_text("s behind; 0 restarts")

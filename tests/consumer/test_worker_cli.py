@@ -56,11 +56,11 @@ def stop_cli(proc: subprocess.Popen[str], server_clock: Any) -> tuple[int, str, 
 
 
 def test_the_worker_command_handles_messages_and_exits_0_after_a_clean_shutdown_on_sigterm(
-        worker_sqs, make_worker_queue, server_clock, test_clock_server, tmp_path):
+        worker_sqs, make_worker_queue, server_clock, worker_endpoint, tmp_path):
     url = make_worker_queue()
     name = url.rsplit("/", 1)[1]
     env = worker_env(tmp_path, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
-    proc = start_cli(env, "--queue", name, "--endpoint", test_clock_server.endpoint, "--visibility-timeout", "60",
+    proc = start_cli(env, "--queue", name, "--endpoint", worker_endpoint, "--visibility-timeout", "60",
                      "--concurrency", "2")
     try:
         send_bodies(worker_sqs, url, ["one", "two", "three"])
@@ -74,9 +74,9 @@ def test_the_worker_command_handles_messages_and_exits_0_after_a_clean_shutdown_
 
 
 def test_the_worker_command_takes_its_endpoint_from_the_environment_and_needs_no_credentials_for_it(
-        worker_sqs, make_worker_queue, server_clock, test_clock_server, tmp_path):
+        worker_sqs, make_worker_queue, server_clock, worker_endpoint, tmp_path):
     url = make_worker_queue()
-    env = worker_env(tmp_path, AWS_ENDPOINT_URL_SQS=test_clock_server.endpoint)
+    env = worker_env(tmp_path, AWS_ENDPOINT_URL_SQS=worker_endpoint)
     proc = start_cli(env, "--queue", url.rsplit("/", 1)[1])
     try:
         send_bodies(worker_sqs, url, ["from the environment"])
@@ -87,19 +87,19 @@ def test_the_worker_command_takes_its_endpoint_from_the_environment_and_needs_no
     assert rc == 0, err
 
 
-def test_the_worker_command_exits_2_when_the_queue_does_not_exist(test_clock_server, tmp_path):
+def test_the_worker_command_exits_2_when_the_queue_does_not_exist(worker_endpoint, tmp_path):
     env = worker_env(tmp_path, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
-    proc = start_cli(env, "--queue", "no-such-queue", "--endpoint", test_clock_server.endpoint)
+    proc = start_cli(env, "--queue", "no-such-queue", "--endpoint", worker_endpoint)
     _, err = proc.communicate(timeout=WAIT_TIMEOUT_S * 2)
     assert proc.returncode == 2
     assert "cannot start the worker" in err
 
 
 def test_the_worker_command_with_a_3_second_visibility_timeout_alone_starts_and_handles_messages(
-        worker_sqs, make_worker_queue, server_clock, test_clock_server, tmp_path):
+        worker_sqs, make_worker_queue, server_clock, worker_endpoint, tmp_path):
     url = make_worker_queue()
     env = worker_env(tmp_path, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
-    proc = start_cli(env, "--queue", url.rsplit("/", 1)[1], "--endpoint", test_clock_server.endpoint,
+    proc = start_cli(env, "--queue", url.rsplit("/", 1)[1], "--endpoint", worker_endpoint,
                      "--visibility-timeout", "3")
     try:
         send_bodies(worker_sqs, url, ["short visibility"])
@@ -111,9 +111,9 @@ def test_the_worker_command_with_a_3_second_visibility_timeout_alone_starts_and_
 
 
 def test_the_worker_command_refuses_an_explicit_threshold_above_the_visibility_timeout_clearly(
-        make_worker_queue, test_clock_server, tmp_path):
+        make_worker_queue, worker_endpoint, tmp_path):
     env = worker_env(tmp_path, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
-    proc = start_cli(env, "--queue", make_worker_queue().rsplit("/", 1)[1], "--endpoint", test_clock_server.endpoint,
+    proc = start_cli(env, "--queue", make_worker_queue().rsplit("/", 1)[1], "--endpoint", worker_endpoint,
                      "--visibility-timeout", "3", "--extension-threshold", "5")
     _, err = proc.communicate(timeout=WAIT_TIMEOUT_S * 2)
     assert proc.returncode == 2

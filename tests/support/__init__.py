@@ -7,7 +7,9 @@
 - wire.py: hand-made requests in both protocols (JSON, Query form POST and GET) and their reading;
 - metrics.py, net.py: /metrics, /health and /ready; raw sockets and /proc readings;
 - one kit per tier: auth, dead_letters, fifo, fifo_history, subscriptions, workers, spark,
-  faults and powercut (with powercut_fs.py, the FUSE filesystem it mounts).
+  faults and powercut (with powercut_fs.py, the FUSE filesystem it mounts);
+- moto.py: moto's server, a second SQS (and the S3 of the replication tests) for any tier;
+  sftp.py: Debian's sshd on loopback, for an sftp:// replica.
 
 pyproject puts tests/ and scripts/ on pytest's path, so `from support.sqs import counts` works
 from every folder and in every import mode.

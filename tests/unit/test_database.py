@@ -8,9 +8,12 @@ that fsync is in flight; and after an fsync fails nothing more is acknowledged.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -266,3 +269,39 @@ def test_an_unforeseen_failure_inside_a_group_answers_503_and_the_thread_serves_
         assert db.health.healthy
 
     run(tmp_path, scenario)
+
+
+def autocheckpoint(tx: Transaction) -> int:
+    return tx.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+
+
+def test_the_connections_own_checkpoints_can_be_left_to_another_process_and_stay_so_after_a_write_back(
+        tmp_path: Path) -> None:
+    held: list[str] = []
+
+    @contextlib.contextmanager
+    def guard() -> Iterator[None]:  # what replication holds: nothing else may touch the file meanwhile
+        held.append("entered")
+        yield
+        held.append("left")
+
+    async def main() -> None:
+        path = tmp_path / "db.sqlite"
+        conn, lock = open_file(str(path), prepare)
+        db = Database(conn, str(path), lock, sync_log=lambda fd: None)  # GatedSync's reads would recreate the file
+        try:
+            assert await db.run(autocheckpoint) == database.AUTOCHECKPOINT_PAGES
+            await db.set_autocheckpoint(0)
+            assert await db.run(autocheckpoint) == 0
+            db.write_back_guard = guard
+            await db.run(insert(1))
+            os.remove(path)
+            await until(lambda: path.exists() and held == ["entered", "left"])
+            assert await db.run(autocheckpoint) == 0, "the connection opened after the write-back checkpoints again"
+            assert await db.run(count) == 1
+            await db.set_autocheckpoint(database.AUTOCHECKPOINT_PAGES)
+            assert await db.run(autocheckpoint) == database.AUTOCHECKPOINT_PAGES
+        finally:
+            await db.close()
+
+    asyncio.run(main())

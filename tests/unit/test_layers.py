@@ -29,6 +29,10 @@ FORBIDDEN = {
     # The test harness users get sees the server as a client does: a process and HTTP.
     "testing": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server",
                 "queueserver.cli"},
+    # Replication supervises a program beside the server; the server wires it to the engine.
+    "replication": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server",
+                    "queueserver.console", "queueserver.consumer", "queueserver.spark", "queueserver.auth",
+                    "sqlite3", "aiosqlite", "starlette", "uvicorn"},
     # The admin CLI is a client of the SQS API (it works against AWS too), never of the storage.
     "admin_cli": {"queueserver.storage", "queueserver.protocol", "queueserver.app", "queueserver.server",
                   "queueserver.cli", "sqlite3", "aiosqlite", "starlette", "uvicorn"},
@@ -37,7 +41,8 @@ FORBIDDEN = {
 
 def _layer(path: Path) -> str | None:
     relative = path.relative_to(PACKAGE)
-    if relative.parts[0] in {"auth", "storage", "protocol", "consumer", "spark", "testing", "admin_cli", "console"}:
+    if relative.parts[0] in {"auth", "storage", "protocol", "consumer", "spark", "testing", "admin_cli", "console",
+                             "replication"}:
         return relative.parts[0]
     if path.stem in LEAVES:
         return "leaf"
