@@ -11,7 +11,6 @@ import contextlib
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.server import wait_for
 
 READY_TIMEOUT_S = 30.0
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -58,11 +58,13 @@ def moto_server(log_dir: Path) -> Iterator[MotoServer]:
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     server = MotoServer(f"http://127.0.0.1:{port}", proc, log_path)
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not _answers(server.endpoint):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"moto's server did not start on port {port}\n{server.log_text()}")
-            time.sleep(0.1)
+        def answers() -> bool:
+            if proc.poll() is not None:
+                pytest.fail(f"moto's server exited at start (port {port})\n{server.log_text()}")
+            return _answers(server.endpoint)
+
+        wait_for(answers, f"moto's server to answer on port {port}", timeout=READY_TIMEOUT_S, interval=0.1,
+                 detail=server.log_text)
         yield server
     finally:
         proc.terminate()

@@ -11,12 +11,12 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.server import wait_for
 
 SSHD = "/usr/sbin/sshd"
 READY_TIMEOUT_S = 15.0
@@ -70,11 +70,13 @@ def sftp_server(folder: Path) -> Iterator[SftpServer]:
         proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL, stdout=output,
                                 stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not _listening(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"sshd did not start on port {port}:\n{log.read_text(errors='replace')}")
-            time.sleep(0.05)
+        def listening() -> bool:
+            if proc.poll() is not None:
+                pytest.fail(f"sshd exited at start (port {port}):\n{log.read_text(errors='replace')}")
+            return _listening(port)
+
+        wait_for(listening, f"sshd to listen on port {port}", timeout=READY_TIMEOUT_S, interval=0.05,
+                 detail=lambda: log.read_text(errors="replace"))
         yield SftpServer(port, folder / "client_key", folder / "host_key.pub")
     finally:
         proc.terminate()
