@@ -271,7 +271,7 @@ async def serve(config: ServerConfig) -> None:
     engine = await QueueEngine.open(
         config.db_path, clock, enforce_cooldowns=config.enforce_cooldowns,
         in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit,
-        counts_max_age=config.counts_max_age)
+        counts_max_age=config.counts_max_age, max_subscriptions=config.max_subscriptions)
     _log_access(config, store)
     if trusted_proxies:
         log.info("X-Forwarded-For and X-Forwarded-Proto are believed from %s (--trusted-proxy)",
