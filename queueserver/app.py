@@ -106,7 +106,7 @@ def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authent
     default_host = f"{config.host}:{config.port}"
     requests = RequestTally()
     latencies = requests.by_action
-    metrics = Metrics(engine, requests)
+    metrics = Metrics(engine, requests, config.metrics_max_queues)
     access_log = AccessLog() if config.access_log else None
     max_body_bytes = config.max_body_bytes
 

@@ -13,7 +13,7 @@ import asyncio
 import functools
 import os
 from bisect import bisect_left
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Iterator
 
 from queueserver import errors
 from queueserver.clock import Clock
@@ -64,7 +64,7 @@ class QueueEngine:
         self._move_tasks = Redriver(db, clock, self._queues.find_by_arn_in_transaction, self._notify,
                                     self._counts.changed)
         self.queue_tallies: dict[int, QueueTally] = {}  # by queue id: the CloudWatch counters
-        self.observe = Observer(db, reads, self._waiters, self._queues.committed, self.queue_counts)
+        self.observe = Observer(db, reads, self._waiters, self._queues.first_created, self.queue_counts)
 
     @classmethod
     async def open(cls, path: str, clock: Clock, *, enforce_cooldowns: bool = False,
@@ -127,12 +127,25 @@ class QueueEngine:
     def find_queue_by_arn(self, arn: str) -> Queue | None:
         return self._queues.find_by_arn(arn)
 
-    def list_queues(self, region: str, account: str, *, prefix: str = "") -> list[Queue]:
-        return self._queues.listed(region, account, prefix)
+    def list_queues(self, region: str, account: str, *, prefix: str = "", after: str = "",
+                    limit: int | None = None) -> list[Queue]:
+        """The account's queues in the region (not subscriptions) by name: those after the name `after`
+        whose name starts with `prefix`, at most `limit` (a page costs its size, not the number of queues)."""
+        return self._queues.listed(region, account, prefix, after, limit)
 
-    def all_queues(self) -> list[Queue]:
-        """Every queue of every region and account (the console's overview), by region, account, name."""
-        return sorted(self._queues.committed(), key=lambda q: q.key)
+    def queues_by_name(self, start: tuple[str, str, str], *, forward: bool = True) -> Iterator[Queue]:
+        """The queues (not subscriptions) of every region and account in (name, region, account) order,
+        after `start` (such a triple), or before it with `forward` False (then in descending order).
+        Consume it without awaiting in between."""
+        return self._queues.by_name(start, forward=forward)
+
+    def queue_count(self) -> int:
+        """Queues and subscriptions, of every region and account."""
+        return self._queues.count()
+
+    def dead_letter_sources(self, queue: Queue) -> list[Queue]:
+        """The queues and subscriptions whose RedrivePolicy names `queue`, by name."""
+        return self._queues.dead_letter_sources(queue)
 
     async def create_queue(self, region: str, account: str, name: str, *, fifo: bool,
                            attributes: dict[str, str], supplied: dict[str, str],
