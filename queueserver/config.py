@@ -68,8 +68,8 @@ class ServerConfig:
     keep_alive_timeout: float = setting(5.0, "seconds an idle connection is kept open between requests",
                                         group=_LIMITS)
     max_connections: int = setting(1000, "connections beyond it are answered 503 and closed at once", group=_LIMITS)
-    # A scrape's size and cost grow with the queues it lists one by one (about 1.2 KB each).
-    metrics_max_queues: int = setting(500, "queues with series of their own in /metrics, the first created; the "
+    # A scrape's size and cost grow with the queues it lists one by one (2.2 KB each, 3.7 KB with long names).
+    metrics_max_queues: int = setting(250, "queues with series of their own in /metrics, the first created; the "
                                            "others are summed in one series labelled queue=(other)", group=_LIMITS)
     allowed_origins: tuple[str, ...] = setting(
         (), "a web origin (https://app.example.com, or *) whose browser requests are served, with CORS; "
