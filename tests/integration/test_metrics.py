@@ -207,7 +207,9 @@ def test_health_answers_and_metrics_refuse_a_web_page_from_another_origin(server
         assert response.status == 400 and "UnknownOperation" in response.json()["__type"], response.body
 
 
-def test_a_fifo_duplicate_is_answered_but_not_counted_as_sent(server, sqs, queue_name):
+def test_a_fifo_duplicate_is_answered_but_not_counted_as_sent(server_factory, make_client, tmp_path, queue_name):
+    server = server_factory(tmp_path / "fifo.db")  # its queue among the first listed one by one
+    sqs = make_client(server.endpoint)
     url = sqs.create_queue(QueueName=f"{queue_name}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     for _ in range(2):
         sqs.send_message(QueueUrl=url, MessageBody="once", MessageGroupId="g", MessageDeduplicationId="d")
