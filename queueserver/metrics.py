@@ -84,17 +84,19 @@ def _buckets(histogram: Histogram) -> list[tuple[str, float]]:
     return [(floatToGoString(bound), count) for bound, count in histogram.cumulative()]
 
 
-def _summed(tallies: list[tuple[int, QueueTally]], after: int) -> QueueTally:
+def _summed(tallies: dict[int, QueueTally], after: int) -> QueueTally:
     """The tallies of the queues whose id is above `after`, added up: column by column in C loops, a
     chunk of queues at a time (a C loop holds the GIL: over 100,000 queues it would hold the event
-    loop up for as long)."""
+    loop up for as long). No object is made per queue: at 100,000 queues that many would set off a
+    full garbage collection, which holds the event loop up for longer still."""
+    others = [tally for queue_id, tally in tallies.items() if queue_id > after]
     total = QueueTally()
     buckets = range(len(total.sizes.counts))
-    for start in range(0, len(tallies), _SUM_CHUNK):
-        others = [tally for queue_id, tally in tallies[start:start + _SUM_CHUNK] if queue_id > after]
+    for start in range(0, len(others), _SUM_CHUNK):
+        chunk = others[start:start + _SUM_CHUNK]
         for name, _, _ in _QUEUE_COUNTERS:
-            setattr(total, name, getattr(total, name) + sum(map(attrgetter(name), others)))
-        sizes = [tally.sizes for tally in others]
+            setattr(total, name, getattr(total, name) + sum(map(attrgetter(name), chunk)))
+        sizes = [tally.sizes for tally in chunk]
         counts = [histogram.counts for histogram in sizes]
         total.sizes.counts = [total.sizes.counts[b] + sum(map(itemgetter(b), counts)) for b in buckets]
         total.sizes.sum += sum(map(attrgetter("sum"), sizes))
@@ -160,7 +162,7 @@ class Metrics:
     def _families(self, snapshot: _Snapshot, tallies: dict[int, QueueTally],
                   requests: RequestTally) -> Iterator[Metric]:
         """On the render thread, while the event loop may add tallies: a dict is read with get() or
-        copied (list() of a dict is one step the GIL keeps whole) before it is walked."""
+        copied (dict.copy() and list() are steps the GIL keeps whole) before it is walked."""
         yield from self._queue_families(snapshot, tallies)
         yield from _request_families(list(requests.by_action.items()))
         yield from self._storage_families(snapshot)
@@ -177,7 +179,7 @@ class Metrics:
         series = [([q.name, q.region, q.account], tallies.get(q.id), snapshot.counts.get(q.id))
                   for q in snapshot.queues]
         if snapshot.others_after is not None:
-            series.append((OTHER_LABELS, _summed(list(tallies.items()), snapshot.others_after),
+            series.append((OTHER_LABELS, _summed(tallies.copy(), snapshot.others_after),
                            snapshot.others_counts))
         for labels, tally, counts in series:
             if tally is not None:
