@@ -350,9 +350,10 @@ class QueueEngine:
         now = self._clock.now_ms()
         return await self._reads.browse(queue.id, queue.fifo, after, limit, now, retention_cutoff(queue, now))
 
-    async def sweep_expired(self) -> int:
-        """Remove messages past their queue's retention period now (the sweeper does every few seconds)."""
-        return await self._sweeper.sweep()
+    async def sweep_expired(self, batch: int | None = None) -> int:
+        """Remove messages past their queue's retention period now, of every queue or of the next `batch`
+        (the sweeper does that every few seconds); returns how many."""
+        return await self._sweeper.sweep(batch)
 
     def _tally(self, queue_id: int) -> QueueTally:
         tally = self.queue_tallies.get(queue_id)
