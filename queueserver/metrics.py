@@ -106,12 +106,13 @@ def _summed(tallies: dict[int, QueueTally], after: int) -> QueueTally:
 class Metrics:
     """`await exposition(accept)` -> (body, content type).
 
-    A scrape costs the same at any number of queues: `max_queues` queues (the first created: a
+    A scrape is the same size at any number of queues: `max_queues` queues (the first created: a
     queue's series stay as queues come and go after it) have series of their own, and every other
     queue is summed into one series per family labelled queue=OTHER, from the in-memory tallies
-    and one count on the read side. Its snapshot is gathered on the event loop (awaits only), and
-    summed and rendered in a thread, so that a scrape never holds other requests up for the time
-    a render takes. Concurrent scrapes asking for the same format share one.
+    and one count on the read side. Summed rather than left out, so that totals and alerts (the
+    oldest message's age) still cover every queue. Its snapshot is gathered on the event loop
+    (awaits only), and summed and rendered in a thread, so that a scrape never holds other requests
+    up for the time a render takes. Concurrent scrapes asking for the same format share one.
     """
 
     def __init__(self, engine: QueueEngine, requests: RequestTally, max_queues: int) -> None:
