@@ -42,8 +42,8 @@ class QueueRow:
     dead_letter_arn: str | None
     sent_per_minute: int
     received_per_minute: int
-    sources: list[Queue] = field(default_factory=list)  # the first SOURCES_SHOWN of source_count
-    source_count: int = 0
+    sources: list[Queue] = field(default_factory=list)  # the first SOURCES_SHOWN
+    more_sources: str = "0"  # how many more ("990+": more than SCAN in all)
     subscriptions: list["QueueRow"] = field(default_factory=list)  # the first SUBSCRIPTIONS_SHOWN
     subscription_count: int = 0
 
@@ -160,9 +160,10 @@ async def overview(engine: QueueEngine, prefix: str, after: str, before: str, so
         row.subscription_count = len(subscriptions)
         row.subscriptions = list(await asyncio.gather(*(queue_row(engine, s)
                                                         for s in subscriptions[:SUBSCRIPTIONS_SHOWN])))
-        sources = [q for q in engine.dead_letter_sources(row.queue) if visible(q)]
-        row.source_count = len(sources)
+        sources, every = engine.dead_letter_sources(row.queue, SCAN)
+        sources = [q for q in sources if visible(q)]
         row.sources = sources[:SOURCES_SHOWN]
+        row.more_sources = f"{len(sources) - len(row.sources)}{'+' if every > SCAN else ''}"
     keys = {
         "name": lambda r: (r.queue.name, r.queue.region),
         "region": lambda r: (r.queue.region, r.queue.name),

@@ -19,7 +19,8 @@ MAX_MOVE_TASKS_LISTED = 10
 
 
 def _sources_of(engine: QueueEngine, ctx: RequestContext, dead_letter_queue: Queue) -> list[Queue]:
-    return [q for q in engine.dead_letter_sources(dead_letter_queue) if q.subscribed_to is None
+    sources, _ = engine.dead_letter_sources(dead_letter_queue)
+    return [q for q in sources if q.subscribed_to is None
             and q.region == dead_letter_queue.region and q.account == dead_letter_queue.account]
 
 

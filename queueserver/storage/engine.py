@@ -143,9 +143,10 @@ class QueueEngine:
         """Queues and subscriptions, of every region and account."""
         return self._queues.count()
 
-    def dead_letter_sources(self, queue: Queue) -> list[Queue]:
-        """The queues and subscriptions whose RedrivePolicy names `queue`, by name."""
-        return self._queues.dead_letter_sources(queue)
+    def dead_letter_sources(self, queue: Queue, limit: int | None = None) -> tuple[list[Queue], int]:
+        """The first `limit` queues and subscriptions whose RedrivePolicy names `queue`, by region, account
+        and name; and how many there are."""
+        return self._queues.dead_letter_sources(queue, limit)
 
     async def create_queue(self, region: str, account: str, name: str, *, fifo: bool,
                            attributes: dict[str, str], supplied: dict[str, str],

@@ -33,7 +33,7 @@ class QueueCache:
         self._committed: dict[QueueKey, Queue] = {}
         self._listed: SortedKeys[QueueKey] = SortedKeys(q.key for q in queues if q.subscribed_to is None)
         self._by_name: SortedKeys[NameKey] = SortedKeys(_name_key(q) for q in queues if q.subscribed_to is None)
-        self._sources: dict[str, set[QueueKey]] = {}  # by dead-letter queue ARN: the queues that name it
+        self._sources: dict[str, SortedKeys[QueueKey]] = {}  # by dead-letter queue ARN: the queues that name it
         for queue in sorted(queues, key=lambda q: q.id):
             self._committed[queue.key] = queue
             self._index_source(queue.key, None, queue)
@@ -73,10 +73,13 @@ class QueueCache:
         """Queues and subscriptions."""
         return len(self._committed)
 
-    def dead_letter_sources(self, queue: Queue) -> list[Queue]:
-        """The queues whose RedrivePolicy names `queue`, by name."""
-        keys = self._sources.get(queue.arn, ())
-        return sorted((self._committed[key] for key in keys), key=lambda q: q.name)
+    def dead_letter_sources(self, queue: Queue, limit: int | None = None) -> tuple[list[Queue], int]:
+        """The first `limit` queues whose RedrivePolicy names `queue` (by region, account and name), and
+        how many there are."""
+        keys = self._sources.get(queue.arn)
+        if keys is None:
+            return [], 0
+        return [self._committed[key] for key in islice(keys.from_key(("", "", "")), limit)], len(keys)
 
     def first_created(self, count: int) -> list[Queue]:
         """The first `count` queues and subscriptions by id, oldest first, in O(count)."""
@@ -143,10 +146,10 @@ class QueueCache:
         if old is not None:
             sources = self._sources[old]
             sources.discard(key)
-            if not sources:
+            if not len(sources):
                 del self._sources[old]
         if new is not None:
-            self._sources.setdefault(new, set()).add(key)
+            self._sources.setdefault(new, SortedKeys()).add(key)
 
     def _index_subscription(self, queue: Queue) -> None:
         parent = queue.subscribed_to

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -18,6 +19,9 @@ def paged_queues(console_sqs: Any) -> dict[str, str]:
     urls = {name: console_sqs.create_queue(QueueName=name)["QueueUrl"] for name in QUEUES}
     for name in ("audit", "billing"):
         subscribe(console_sqs, urls["page-050"], name)
+    policy = json.dumps({"deadLetterTargetArn": "arn:aws:sqs:us-east-1:000000000000:a-000", "maxReceiveCount": 5})
+    for i in range(200, 212):  # on the last page: a-000 names the first ten, and counts the others
+        console_sqs.set_queue_attributes(QueueUrl=urls[f"page-{i}"], Attributes={"RedrivePolicy": policy})
     return urls
 
 
@@ -39,6 +43,8 @@ def test_the_overview_pages_through_every_queue_a_hundred_at_a_time_both_ways(
     # A queue's subscriptions stay under it and are not among the hundred.
     expect(page.locator("tbody tr.subscription")).to_have_count(2)
     expect(page.locator("tr[data-queue=page-050] + tr")).to_have_attribute("data-subscription", "page-050~audit")
+    expect(page.locator("tr[data-queue=a-000]")).to_contain_text(
+        "DLQ of " + ", ".join(f"page-{i}" for i in range(200, 210)) + " and 2 more")
 
     _link(page, "Next page").click()
     expect(rows.first).to_have_attribute("data-queue", QUEUES[100])
