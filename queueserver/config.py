@@ -79,6 +79,9 @@ class ServerConfig:
     # Each subscription is a receiver every send reaches (README, "Extension: subscriptions").
     max_subscriptions: int = setting(MAX_SUBSCRIPTIONS, "subscriptions one queue may have; one more gets OverLimit",
                                      group=_LIMITS)
+    # A scrape's size and cost grow with the queues it lists one by one (2.2 KB each, 3.7 KB with long names).
+    metrics_max_queues: int = setting(250, "queues with series of their own in /metrics, the first created; the "
+                                           "others are summed in one series labelled queue=(other)", group=_LIMITS)
     allowed_origins: tuple[str, ...] = setting(
         (), "a web origin (https://app.example.com, or *) whose browser requests are served, with CORS; "
             "repeat or separate with commas. Others are refused", name="allow_origin", group=_BROWSERS,

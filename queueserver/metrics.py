@@ -1,29 +1,35 @@
 """GET /metrics: Prometheus families named after CloudWatch's SQS metrics, plus the server's own.
 
-A custom collector on a registry of this app's own (no global registry: two servers can run in
-one process). Nothing is recorded through prometheus-client: the hot path bumps plain tallies
-(`tallies.py`), and a scrape reads them, the read side's count cache (the approximate gauges,
-never the writer), the files' sizes and the running move tasks. The counts are awaited first,
-then the registry renders that snapshot synchronously.
+A collector per scrape, no registry (no global state: two servers can run in one process).
+Nothing is recorded through prometheus-client: the hot path bumps plain tallies (`tallies.py`),
+and a scrape reads them, the read side's count cache (the approximate gauges, never the writer),
+the files' sizes and the running move tasks. The counts are awaited first, then a thread sums and
+renders that snapshot.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
 from typing import Callable, Iterator
 
-from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from queueserver.models import Queue, QueueCounts
-from queueserver.replication import ReplicationReport
 from queueserver.storage import QueueEngine
-from queueserver.tallies import ConnectionTally, Histogram, RequestTally
+from queueserver.replication import ReplicationReport
+from queueserver.tallies import ConnectionTally, Histogram, QueueTally, RequestTally
 
 QUEUE_LABELS = ["queue", "region", "account"]
+# The queues past the first `metrics_max_queues`, summed: no queue or subscription name has parentheses.
+OTHER = "(other)"
+OTHER_LABELS = [OTHER, "", ""]
+_SUM_CHUNK = 1000  # queues summed in one step
+_NO_QUEUE_ID_ABOVE = 2**63 - 1  # SQLite's largest integer: every queue's id is at most this
 # (the queue tally's field, the family, its help): per queue, named after CloudWatch's SQS metric.
 _QUEUE_COUNTERS = (
     ("sent", "queueserver_messages_sent", "Messages added to the queue (CloudWatch NumberOfMessagesSent)."),
@@ -47,13 +53,27 @@ _QUEUE_GAUGES = (
 @dataclass
 class _Snapshot:
     now_ms: int
-    queues: list[Queue]
+    queues: list[Queue]  # the first created, each with series of its own
     counts: dict[int, QueueCounts]
+    others_after: int | None  # the id of the last of them when more queues follow (summed as OTHER)
+    others_counts: QueueCounts | None
     move_tasks: list[tuple[str, str, str, int, int]]
+    other_move_tasks: tuple[int, int, int]  # tasks, moved, to move
     file_sizes: tuple[int, int]
     open_long_polls: int
+    connections: tuple[int, int]  # open, refused
     problems: list[str] = field(default_factory=list)
     replication: ReplicationReport | None = None
+
+
+class _Families(Collector):
+    """One snapshot's families, as an encoder reads them (it calls `collect`)."""
+
+    def __init__(self, families: Callable[[], Iterator[Metric]]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return self._families()
 
 
 def outcome(status: int) -> str:
@@ -67,52 +87,103 @@ def _buckets(histogram: Histogram) -> list[tuple[str, float]]:
     return [(floatToGoString(bound), count) for bound, count in histogram.cumulative()]
 
 
-class Metrics:
-    """`await exposition(accept)` -> (body, content type)."""
+def _summed(tallies: dict[int, QueueTally], after: int) -> QueueTally:
+    """The tallies of the queues whose id is above `after`, added up: column by column in C loops, a
+    chunk of queues at a time (a C loop holds the GIL: over 100,000 queues it would hold the event
+    loop up for as long). No object is made per queue: at 100,000 queues that many would set off a
+    full garbage collection, which holds the event loop up for longer still."""
+    others = [tally for queue_id, tally in tallies.items() if queue_id > after]
+    total = QueueTally()
+    buckets = range(len(total.sizes.counts))
+    for start in range(0, len(others), _SUM_CHUNK):
+        chunk = others[start:start + _SUM_CHUNK]
+        for name, _, _ in _QUEUE_COUNTERS:
+            setattr(total, name, getattr(total, name) + sum(map(attrgetter(name), chunk)))
+        sizes = [tally.sizes for tally in chunk]
+        counts = [histogram.counts for histogram in sizes]
+        total.sizes.counts = [total.sizes.counts[b] + sum(map(itemgetter(b), counts)) for b in buckets]
+        total.sizes.sum += sum(map(attrgetter("sum"), sizes))
+    return total
 
-    def __init__(self, engine: QueueEngine, requests: RequestTally, connections: ConnectionTally,
+
+class Metrics:
+    """`await exposition(accept)` -> (body, content type).
+
+    A scrape is the same size at any number of queues: `max_queues` queues (the first created: a
+    queue's series stay as queues come and go after it) have series of their own, and every other
+    queue is summed into one series per family labelled queue=OTHER, from the in-memory tallies
+    and one count on the read side. Summed rather than left out, so that totals and alerts (the
+    oldest message's age) still cover every queue. Its snapshot is gathered on the event loop
+    (awaits only), and summed and rendered in a thread, so that a scrape never holds other requests
+    up for the time a render takes. Concurrent scrapes asking for the same format share one.
+    """
+
+    def __init__(self, engine: QueueEngine, requests: RequestTally, connections: ConnectionTally, max_queues: int,
                  replication: Callable[[], ReplicationReport] | None = None) -> None:
         self._engine = engine
+        self._connections = connections
         self._replication = replication
         self._observe = engine.observe
         self._requests = requests
-        self._connections = connections
-        self._snapshot: _Snapshot | None = None
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self)  # type: ignore[arg-type]
+        self._max_queues = max(0, max_queues)
+        self._scrapes: dict[str, asyncio.Future[bytes]] = {}  # by content type: the scrape under way
 
     async def exposition(self, accept: str) -> tuple[bytes, str]:
-        snapshot = await self._take_snapshot()
         encoder, content_type = choose_encoder(accept)
-        self._snapshot = snapshot  # rendered without an await in between: a concurrent scrape cannot mix in
-        try:
-            return encoder(self.registry), content_type
-        finally:
-            self._snapshot = None
+        scrape = self._scrapes.get(content_type)
+        if scrape is None:
+            scrape = self._scrapes[content_type] = asyncio.ensure_future(self._scrape(encoder))
+            scrape.add_done_callback(lambda _: self._scrapes.pop(content_type, None))
+        return await asyncio.shield(scrape), content_type
+
+    async def _scrape(self, encoder: Callable[[Collector], bytes]) -> bytes:
+        snapshot = await self._take_snapshot()
+        tallies = self._engine.queue_tallies
+        requests = self._requests
+        return await asyncio.get_running_loop().run_in_executor(
+            None, lambda: encoder(_Families(lambda: self._families(snapshot, tallies, requests))))
 
     async def _take_snapshot(self) -> _Snapshot:
-        queues = self._observe.queues()
-        results = await asyncio.gather(*(self._observe.counts(q) for q in queues), return_exceptions=True)
-        counts = {q.id: c for q, c in zip(queues, results) if isinstance(c, QueueCounts)}  # a failed count: no gauges
+        listed = self._observe.first_created(self._max_queues + 1)
+        others_after = None
+        if len(listed) > self._max_queues:
+            listed.pop()
+            others_after = listed[-1].id if listed else 0
+        results = await asyncio.gather(*(self._observe.counts(q) for q in listed), return_exceptions=True)
+        counts = {q.id: c for q, c in zip(listed, results) if isinstance(c, QueueCounts)}  # a failed count: no gauges
+        now_ms = self._engine.clock.now_ms()
+        others_counts = None
+        if others_after is not None:
+            try:
+                others_counts = await self._observe.counts_after(others_after, now_ms)
+            except Exception:  # noqa: BLE001 - the storage is failing: the other metrics still count
+                pass
         try:
-            move_tasks = await self._observe.running_move_tasks()
-        except Exception:  # noqa: BLE001 - the storage is failing: the other metrics still count
-            move_tasks = []
-        return _Snapshot(self._engine.clock.now_ms(), queues, counts, move_tasks, self._observe.file_sizes(),
-                         self._observe.open_long_polls(), self._observe.known_problems(),
+            move_tasks, other_move_tasks = await self._observe.running_move_tasks(
+                others_after if others_after is not None else _NO_QUEUE_ID_ABOVE)
+        except Exception:  # noqa: BLE001 - as above
+            move_tasks, other_move_tasks = [], (0, 0, 0)
+        return _Snapshot(now_ms, listed, counts, others_after, others_counts, move_tasks, other_move_tasks,
+                         self._observe.file_sizes(), self._observe.open_long_polls(),
+                         (self._connections.open, self._connections.refused), self._observe.known_problems(),
                          None if self._replication is None else self._replication())
 
-    def collect(self) -> Iterator[Metric]:
-        snapshot = self._snapshot
-        if snapshot is None:
-            return
-        yield from self._queue_families(snapshot)
-        yield from self._request_families()
+    def _families(self, snapshot: _Snapshot, tallies: dict[int, QueueTally],
+                  requests: RequestTally) -> Iterator[Metric]:
+        """On the render thread, while the event loop may add tallies: a dict is read with get() or
+        copied (dict.copy() and list() are steps the GIL keeps whole) before it is walked."""
+        yield from self._queue_families(snapshot, tallies)
+        yield from _request_families(list(requests.by_action.items()))
+        opened, refused = snapshot.connections
+        yield GaugeMetricFamily("queueserver_connections_open", "Connections open, on every listener, from their "
+                                "accept (a TLS one before its handshake).", value=opened)
+        yield CounterMetricFamily("queueserver_connections_refused", "Connections refused at once because "
+                                  "--max-connections were open.", value=refused)
         yield from self._storage_families(snapshot)
         if snapshot.replication is not None:
             yield from _replication_families(snapshot.replication)
 
-    def _queue_families(self, snapshot: _Snapshot) -> Iterator[Metric]:
+    def _queue_families(self, snapshot: _Snapshot, tallies: dict[int, QueueTally]) -> Iterator[Metric]:
         counters = {field: CounterMetricFamily(name, text, labels=QUEUE_LABELS)
                     for field, name, text in _QUEUE_COUNTERS}
         sizes = HistogramMetricFamily("queueserver_sent_message_size_bytes", "Size of the messages added to the "
@@ -121,10 +192,12 @@ class Metrics:
         age = GaugeMetricFamily("queueserver_approximate_age_of_oldest_message_seconds", "Age of the oldest "
                                 "message in the queue, in any state (ApproximateAgeOfOldestMessage).",
                                 labels=QUEUE_LABELS)
-        tallies = self._engine.queue_tallies
-        for queue in snapshot.queues:
-            labels = [queue.name, queue.region, queue.account]
-            tally = tallies.get(queue.id)
+        series = [([q.name, q.region, q.account], tallies.get(q.id), snapshot.counts.get(q.id))
+                  for q in snapshot.queues]
+        if snapshot.others_after is not None:
+            series.append((OTHER_LABELS, _summed(tallies.copy(), snapshot.others_after),
+                           snapshot.others_counts))
+        for labels, tally, counts in series:
             if tally is not None:
                 for name, family in counters.items():
                     family.add_metric(labels, getattr(tally, name))
@@ -133,7 +206,6 @@ class Metrics:
                 for family in counters.values():
                     family.add_metric(labels, 0)
                 sizes.add_metric(labels, [("+Inf", 0)], 0)
-            counts = snapshot.counts.get(queue.id)
             if counts is not None:
                 for name, family in gauges.items():
                     family.add_metric(labels, getattr(counts, name))
@@ -143,28 +215,6 @@ class Metrics:
         yield sizes
         yield from gauges.values()
         yield age
-
-    def _request_families(self) -> Iterator[Metric]:
-        merged: dict[tuple[str, str], Histogram] = {}
-        for (action, status), histogram in list(self._requests.by_action.items()):
-            key = (action, outcome(status))
-            if key not in merged:
-                merged[key] = Histogram(histogram.bounds)
-            merged[key].merge(histogram)
-        requests = CounterMetricFamily("queueserver_requests", "Requests by action and outcome (success, "
-                                       "client_error, server_error).", labels=["action", "outcome"])
-        latency = HistogramMetricFamily("queueserver_request_duration_seconds", "Time from a request's first "
-                                        "byte to its answer, long polls included.", labels=["action", "outcome"])
-        for (action, result), histogram in sorted(merged.items()):
-            buckets = _buckets(histogram)
-            requests.add_metric([action, result], buckets[-1][1])
-            latency.add_metric([action, result], buckets, histogram.sum)
-        yield requests
-        yield latency
-        yield GaugeMetricFamily("queueserver_connections_open", "Connections open, on every listener, from their "
-                                "accept (a TLS one before its handshake).", value=self._connections.open)
-        yield CounterMetricFamily("queueserver_connections_refused", "Connections refused at once because "
-                                  "--max-connections were open.", value=self._connections.refused)
 
     def _storage_families(self, snapshot: _Snapshot) -> Iterator[Metric]:
         storage = self._observe.storage
@@ -177,12 +227,12 @@ class Metrics:
         yield fsync
         yield CounterMetricFamily("queueserver_fsync_failures", "Failed syncs of the write-ahead log (each stops "
                                   "writes until a restart).", value=storage.failed_fsyncs)
+        yield CounterMetricFamily("queueserver_readiness_probes", "Probe writes made for GET /ready (at most one "
+                                  "a second, however often it is asked).", value=storage.readiness_probes)
         yield CounterMetricFamily("queueserver_storage_outages", "Storage outages begun (full or read-only disk, "
                                   "a lock held by another process, I/O errors).", value=storage.outages)
         yield GaugeMetricFamily("queueserver_ready", "1 when the database takes writes and every background task "
                                 "runs (as GET /ready, without its probe).", value=0 if snapshot.problems else 1)
-        yield CounterMetricFamily("queueserver_readiness_probes", "Probe writes made for GET /ready (at most one "
-                                  "a second, however often it is asked).", value=storage.readiness_probes)
         database, wal = snapshot.file_sizes
         yield GaugeMetricFamily("queueserver_database_size_bytes", "Size of the database file.", value=database)
         yield GaugeMetricFamily("queueserver_wal_size_bytes", "Size of the write-ahead log file.", value=wal)
@@ -190,8 +240,9 @@ class Metrics:
                                 value=snapshot.open_long_polls)
         yield CounterMetricFamily("queueserver_move_task_messages_moved", "Messages moved by message move tasks "
                                   "since the start.", value=storage.redriven)
+        other_tasks, other_moved, other_to_move = snapshot.other_move_tasks
         yield GaugeMetricFamily("queueserver_move_tasks_running", "Message move tasks under way.",
-                                value=len(snapshot.move_tasks))
+                                value=len(snapshot.move_tasks) + other_tasks)
         moved = GaugeMetricFamily("queueserver_move_task_progress_moved", "Messages a running move task has moved.",
                                   labels=QUEUE_LABELS)
         to_move = GaugeMetricFamily("queueserver_move_task_progress_total", "Messages a running move task set out "
@@ -199,8 +250,30 @@ class Metrics:
         for region, account, name, done, total in snapshot.move_tasks:
             moved.add_metric([name, region, account], done)
             to_move.add_metric([name, region, account], total)
+        if other_tasks:
+            moved.add_metric(OTHER_LABELS, other_moved)
+            to_move.add_metric(OTHER_LABELS, other_to_move)
         yield moved
         yield to_move
+
+
+def _request_families(by_action: list[tuple[tuple[str, int], Histogram]]) -> Iterator[Metric]:
+    merged: dict[tuple[str, str], Histogram] = {}
+    for (action, status), histogram in by_action:
+        key = (action, outcome(status))
+        if key not in merged:
+            merged[key] = Histogram(histogram.bounds)
+        merged[key].merge(histogram)
+    requests = CounterMetricFamily("queueserver_requests", "Requests by action and outcome (success, "
+                                   "client_error, server_error).", labels=["action", "outcome"])
+    latency = HistogramMetricFamily("queueserver_request_duration_seconds", "Time from a request's first "
+                                    "byte to its answer, long polls included.", labels=["action", "outcome"])
+    for (action, result), histogram in sorted(merged.items()):
+        buckets = _buckets(histogram)
+        requests.add_metric([action, result], buckets[-1][1])
+        latency.add_metric([action, result], buckets, histogram.sum)
+    yield requests
+    yield latency
 
 
 def _replication_families(report: ReplicationReport) -> Iterator[Metric]:

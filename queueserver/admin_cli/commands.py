@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from queueserver.admin_cli import client
 from queueserver.admin_cli import copy as copy_command
@@ -12,7 +12,7 @@ from queueserver.admin_cli import subscriptions
 from queueserver.admin_cli.client import SUBSCRIPTION_SEPARATOR, Admin, AdminError
 from queueserver.admin_cli.output import Output, error
 from queueserver.admin_cli.redrive import redrive
-from queueserver.admin_cli.rows import queue_rows
+from queueserver.admin_cli.rows import queue_pages
 from queueserver.extensions import BROWSE_ACTION
 
 
@@ -27,15 +27,32 @@ def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
 
 
 def queues(admin: Admin, out: Output, args: argparse.Namespace) -> int:
-    rows = queue_rows(admin, args.prefix)
-    table = []
-    for r in rows:
-        table.append([r["name"], r["visible"], r["in_flight"], r["delayed"], r["oldest_age_seconds"],
-                      r["dead_letter_queue"]])
-        table += [[f"  {SUBSCRIPTION_SEPARATOR}{s['name']}", s["visible"], s["in_flight"], s["delayed"],
-                   s["oldest_age_seconds"], s["dead_letter_queue"]] for s in r["subscriptions"] or []]
-    out.table(rows, f"queues at {admin.endpoint} (~: a subscription)", [
-        "name", "visible", "in flight", "delayed", "oldest age (s)", "dead-letter queue"], table)
+    """A table (or a JSON array) per ListQueues page, printed as it comes: any number of queues in
+    constant memory. Without --all, at most --max queues, and a hint to list the rest."""
+    if args.max < 1:
+        raise AdminError("--max: expected a number of queues, 1 or more", client.USAGE)
+    pages = queue_pages(admin, args.prefix, None if args.all else args.max, args.next_token)
+    more: list[str | None] = [None]
+
+    def rows() -> Iterator[list[dict[str, Any]]]:
+        for page, token in pages:
+            more[0] = token
+            yield page
+
+    if out.as_json:
+        out.json_array(row for page in rows() for row in page)
+    else:
+        for number, page in enumerate(rows()):
+            table = []
+            for r in page:
+                table.append([r["name"], r["visible"], r["in_flight"], r["delayed"], r["oldest_age_seconds"],
+                              r["dead_letter_queue"]])
+                table += [[f"  {SUBSCRIPTION_SEPARATOR}{s['name']}", s["visible"], s["in_flight"], s["delayed"],
+                           s["oldest_age_seconds"], s["dead_letter_queue"]] for s in r["subscriptions"] or []]
+            out.table(page, f"queues at {admin.endpoint} (~: a subscription){' continued' if number else ''}", [
+                "name", "visible", "in flight", "delayed", "oldest age (s)", "dead-letter queue"], table)
+    if more[0] is not None:
+        error(f"more queues follow: --next-token {more[0]} lists them (or --all, every queue)")
     return client.OK
 
 
@@ -114,16 +131,26 @@ def _messages(out: Output, name: str, messages: list[dict[str, Any]]) -> None:
 
 
 def stats(admin: Admin, out: Output, args: argparse.Namespace) -> int:
-    rows = queue_rows(admin, "")
-    dead_letter_queues = {r["dead_letter_queue"] for r in rows if r["dead_letter_queue"]}
-    totals = {"queues": len(rows), "subscriptions": sum(len(r["subscriptions"] or []) for r in rows),
-              "visible": sum(r["visible"] for r in rows),
-              "in_flight": sum(r["in_flight"] for r in rows), "delayed": sum(r["delayed"] for r in rows),
-              "dead_letter_queues": len(dead_letter_queues),
-              "messages_in_dead_letter_queues": sum(r["visible"] + r["in_flight"] + r["delayed"] for r in rows
-                                                    if r["name"] in dead_letter_queues),
-              "oldest_age_seconds": max((r["oldest_age_seconds"] for r in rows
-                                         if r["oldest_age_seconds"] is not None), default=None)}
+    """Totals over every queue, added up page by page (only each queue's message count is kept: which
+    queues are dead-letter queues is known at the end)."""
+    totals: dict[str, Any] = {"queues": 0, "subscriptions": 0, "visible": 0, "in_flight": 0, "delayed": 0,
+                              "dead_letter_queues": 0, "messages_in_dead_letter_queues": 0,
+                              "oldest_age_seconds": None}
+    messages: dict[str, int] = {}
+    dead_letter_queues: set[str] = set()
+    for page, _ in queue_pages(admin, "", None):
+        for r in page:
+            totals["queues"] += 1
+            totals["subscriptions"] += len(r["subscriptions"] or [])
+            for key in ("visible", "in_flight", "delayed"):
+                totals[key] += r[key]
+            messages[r["name"]] = r["visible"] + r["in_flight"] + r["delayed"]
+            if r["dead_letter_queue"]:
+                dead_letter_queues.add(r["dead_letter_queue"])
+            if r["oldest_age_seconds"] is not None:
+                totals["oldest_age_seconds"] = max(totals["oldest_age_seconds"] or 0, r["oldest_age_seconds"])
+    totals["dead_letter_queues"] = len(dead_letter_queues)
+    totals["messages_in_dead_letter_queues"] = sum(messages.get(name, 0) for name in dead_letter_queues)
     out.table(totals, f"totals at {admin.endpoint}", ["", "value"], [[k.replace("_", " "), v]
                                                                     for k, v in totals.items()])
     return client.OK
@@ -147,8 +174,12 @@ def add_commands(commands: Any) -> None:
     def command(name: str, help: str) -> argparse.ArgumentParser:
         return commands.add_parser(name, help=help, parents=[common], description=help)
 
-    command("queues", "a table of the queues: messages visible, in flight, delayed, oldest age, dead-letter queue") \
-        .add_argument("--prefix", default="", help="only queues whose name starts with it")
+    listing = command("queues", "a table of the queues: messages visible, in flight, delayed, oldest age, "
+                                "dead-letter queue")
+    listing.add_argument("--prefix", default="", help="only queues whose name starts with it")
+    listing.add_argument("--max", type=int, default=100, help="at most this many queues (default 100)")
+    listing.add_argument("--all", action="store_true", help="every queue, a page of 1,000 at a time")
+    listing.add_argument("--next-token", help="start where a listing stopped (it prints the token)")
     q = command("queue", "create, delete, purge a queue or show (and --set) its attributes")
     q.add_argument("action", choices=["create", "delete", "purge", "attributes"])
     q.add_argument("name")

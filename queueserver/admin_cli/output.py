@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, Iterable
 
 
 class Output:
@@ -24,6 +24,15 @@ class Output:
 
     def json(self, value: Any) -> None:
         sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+
+    def json_array(self, values: Iterable[Any]) -> None:
+        """One JSON array, written item by item as they come: a listing of any length in constant memory."""
+        sys.stdout.write("[")
+        for i, value in enumerate(values):
+            sys.stdout.write(("," if i else "") + json.dumps(value, ensure_ascii=False))
+            sys.stdout.flush()
+        sys.stdout.write("]\n")
         sys.stdout.flush()
 
     def result(self, value: Any, text: str) -> None:
@@ -50,4 +59,6 @@ class Output:
 
 
 def error(message: str) -> None:
+    """A message for people, on stderr: stdout stays what a script reads."""
     sys.stderr.write(f"queueserver: {message}\n")
+

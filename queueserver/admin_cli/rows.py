@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Iterator
 
 from queueserver.admin_cli import client
 from queueserver.admin_cli.client import Admin, AdminError
 from queueserver.extensions import BROWSE_ACTION
 
+LIST_PAGE = 1000  # ListQueues' largest page
 
 
 def _dead_letter_queue(attributes: dict[str, str]) -> str | None:
@@ -56,32 +57,40 @@ def subscription_rows(admin: Admin, queue_url: str) -> list[dict[str, Any]]:
     return rows
 
 
-def queue_rows(admin: Admin, prefix: str) -> list[dict[str, Any]]:
-    """A row per queue, with its subscriptions' rows under `subscriptions` (None where the endpoint has none:
-    AWS SQS)."""
-    urls: list[str] = []
-    params: dict[str, Any] = {"MaxResults": 1000, **({"QueueNamePrefix": prefix} if prefix else {})}
-    while True:
-        page = admin.call("list_queues", **params)
-        urls += page.get("QueueUrls", [])
-        if "NextToken" not in page:
-            break
-        params["NextToken"] = page["NextToken"]
-    rows = []
+def queue_pages(admin: Admin, prefix: str, limit: int | None,
+                next_token: str | None = None) -> Iterator[tuple[list[dict[str, Any]], str | None]]:
+    """The queues' rows a ListQueues page at a time (from `next_token`, at most `limit`; None: all), each
+    with its subscriptions' rows under `subscriptions` (None where the endpoint has none: AWS SQS); with
+    each page, the NextToken that lists the queues after it (None: there are none)."""
+    params: dict[str, Any] = {"QueueNamePrefix": prefix} if prefix else {}
+    if next_token:
+        params["NextToken"] = next_token
     with_subscriptions = True
-    for url in urls:
-        row = queue_row(admin, url.rstrip("/").rpartition("/")[2], url)
-        if row is None:
-            continue
-        row["subscriptions"] = None
-        if with_subscriptions:
-            try:
-                row["subscriptions"] = subscription_rows(admin, url)
-            except AdminError as exc:
-                if exc.exit_code == client.NO_SUCH_QUEUE:  # deleted since the listing
-                    continue
-                if exc.exit_code != client.UNSUPPORTED:
-                    raise
-                with_subscriptions = False  # asked once: the endpoint has no subscriptions at all
-        rows.append(row)
-    return rows
+    left = limit
+    while left is None or left > 0:
+        params["MaxResults"] = LIST_PAGE if left is None else min(LIST_PAGE, left)
+        page = admin.call("list_queues", **params)
+        urls = page.get("QueueUrls", [])
+        if left is not None:
+            left -= len(urls)
+        rows = []
+        for url in urls:
+            row = queue_row(admin, url.rstrip("/").rpartition("/")[2], url)
+            if row is None:
+                continue
+            row["subscriptions"] = None
+            if with_subscriptions:
+                try:
+                    row["subscriptions"] = subscription_rows(admin, url)
+                except AdminError as exc:
+                    if exc.exit_code == client.NO_SUCH_QUEUE:  # deleted since the listing
+                        continue
+                    if exc.exit_code != client.UNSUPPORTED:
+                        raise
+                    with_subscriptions = False  # asked once: the endpoint has no subscriptions at all
+            rows.append(row)
+        token = page.get("NextToken")
+        yield rows, token
+        if token is None:
+            return
+        params["NextToken"] = token

@@ -63,7 +63,8 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
     fsync = views.FsyncWindow()
     templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
     templates.globals.update(queue_path=_queue_path, arn_path=_arn_path, prefix=CONSOLE_PREFIX,
-                             sparkline=views.sparkline, spark_width=views.SPARK_WIDTH, spark_height=views.SPARK_HEIGHT)
+                             sparkline=views.sparkline, spark_width=views.SPARK_WIDTH, spark_height=views.SPARK_HEIGHT,
+                             page_size=views.PAGE)
 
     def page(request: Request, template: str, **context: Any) -> Response:
         token, new = access.csrf_token(request)
@@ -114,16 +115,19 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         return RedirectResponse(path + (sep + query if query else ""), status_code=303)
 
     async def overview(request: Request) -> Response:
-        sort = request.query_params.get("sort", "name")
-        descending = request.query_params.get("dir") == "desc"
-        name_filter = request.query_params.get("q", "")
+        """A page of queues in name order (`after` or `before` a page token), whose name starts with `prefix`."""
+        query = request.query_params
+        sort, descending, name_prefix = query.get("sort", "name"), query.get("dir") == "desc", query.get("prefix", "")
         viewer = access.viewer(request)
         assert viewer is not None  # the app below sends a request without a viewer to the login form
         fsync.note(engine.observe.storage.fsync_seconds)  # an open overview keeps the server page's window
-        rows = await views.overview(engine, name_filter, sort, descending,
-                                    lambda queue: viewer.may("GetQueueAttributes", queue.arn))
-        return page(request, "overview.html", rows=rows, sort=sort, descending=descending, name_filter=name_filter,
-                    regions=sorted({config.region, *(r.queue.region for r in rows)}), home_region=config.region)
+        found = await views.overview(engine, name_prefix, query.get("after", ""), query.get("before", ""), sort,
+                                     descending, lambda queue: viewer.may("GetQueueAttributes", queue.arn))
+        here = {k: query[k] for k in ("after", "before") if query.get(k)}
+        return page(request, "overview.html", rows=found.rows, sort=sort, descending=descending,
+                    name_prefix=name_prefix, here=here, earlier=found.before, later=found.after,
+                    regions=sorted({config.region, *(r.queue.region for r in found.rows)}),
+                    home_region=config.region)
 
     async def old_queue_page(request: Request) -> Response:
         """/queues/<region>/<name>, the form before accounts: the viewer's own account's queue."""

@@ -2,15 +2,18 @@
 
 Counts come from the engine's count cache (the read side, at most a couple of seconds stale, as
 SQS's approximate counts are); the oldest message from a one-row browse; rates from the engine's
-in-memory per-minute counters.
+in-memory per-minute counters. The overview shows a page of queues at a time, found in the engine's
+name order, so that a page costs the same at any number of queues.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Callable
 
 import queueserver
@@ -20,6 +23,11 @@ from queueserver.storage import QueueEngine
 from queueserver.tallies import Histogram
 
 SPARK_WIDTH, SPARK_HEIGHT = 90, 20
+# The overview's bounds: what a page costs does not grow with the number of queues.
+PAGE = 100  # queues a page, ListQueues' page
+SCAN = 10 * PAGE  # queues looked at for a page at most
+SUBSCRIPTIONS_SHOWN = 10  # under each queue; its page lists them all
+SOURCES_SHOWN = 10  # "DLQ of …"
 
 
 @dataclass
@@ -35,8 +43,10 @@ class QueueRow:
     dead_letter_arn: str | None
     sent_per_minute: int
     received_per_minute: int
-    sources: list[Queue] = field(default_factory=list)
-    subscriptions: list["QueueRow"] = field(default_factory=list)
+    sources: list[Queue] = field(default_factory=list)  # the first SOURCES_SHOWN
+    more_sources: str = "0"  # how many more ("990+": more than SCAN in all)
+    subscriptions: list["QueueRow"] = field(default_factory=list)  # the first SUBSCRIPTIONS_SHOWN
+    subscription_count: int = 0
 
     @property
     def subscription_name(self) -> str | None:
@@ -81,23 +91,80 @@ async def queue_row(engine: QueueEngine, queue: Queue) -> QueueRow:
                     dead_letter_arn(queue), _last_60_seconds(sent, now), _last_60_seconds(received, now))
 
 
-async def overview(engine: QueueEngine, name_filter: str, sort: str, descending: bool,
-                   visible: Callable[[Queue], bool]) -> list[QueueRow]:
-    """The queues `visible` lets through whose name matches, sorted; each with its subscriptions (by name)
-    under it rather than among the queues."""
-    wanted = name_filter.lower()
-    queues = [q for q in engine.all_queues() if wanted in (q.subscribed_to or q.name).lower() and visible(q)]
-    every = [await queue_row(engine, q) for q in queues]
-    by_arn = {row.queue.arn: row for row in every}
-    for row in every:
-        if row.dead_letter_arn in by_arn:
-            by_arn[row.dead_letter_arn].sources.append(row.queue)
-    rows = [row for row in every if row.queue.subscribed_to is None]
-    by_key = {row.queue.key: row for row in rows}
-    for row in every:  # all_queues() is sorted by name: subscriptions come in name order
-        parent = row.queue.subscribed_to
-        if parent is not None and (row.queue.region, row.queue.account, parent) in by_key:
-            by_key[(row.queue.region, row.queue.account, parent)].subscriptions.append(row)
+@dataclass
+class OverviewPage:
+    """A page of the overview: its rows, and where the pages before and after it start (None: none)."""
+
+    rows: list[QueueRow]
+    before: str | None  # the Previous link's `before`
+    after: str | None  # the Next link's `after`
+
+
+def page_token(queue: Queue) -> str:
+    """Where a page starts or ends: region/account/name, as in a queue page's path (none of them has a "/")."""
+    return f"{queue.region}/{queue.account}/{queue.name}"
+
+
+def _position(token: str) -> tuple[str, str, str] | None:
+    """A page token as the overview's order has it: (name, region, account); None if it is not one."""
+    parts = token.split("/")
+    return (parts[2], parts[0], parts[1]) if len(parts) == 3 and all(parts) else None
+
+
+def _window(engine: QueueEngine, prefix: str, after: str, before: str,
+            visible: Callable[[Queue], bool]) -> tuple[list[Queue], str | None, str | None]:
+    """The page's queues in name order, and the tokens of the pages before and after it. It looks at
+    SCAN queues at most (a viewer who may see few of them gets shorter pages, not slower ones), without
+    an await: the engine's order does not change meanwhile."""
+    floor = (prefix, "", "")  # before every queue whose name starts with the prefix (no region is "")
+    back = _position(before) if before else None
+    forward = back is None
+    start = back if back is not None else max(_position(after) or floor, floor)
+    shown: list[Queue] = []
+    looked_at: list[Queue] = []
+    more = False
+    for queue in engine.queues_by_name(start, forward=forward):
+        if not queue.name.startswith(prefix):
+            break
+        if len(shown) == PAGE or len(looked_at) == SCAN:
+            more = True
+            break
+        looked_at.append(queue)
+        if visible(queue):
+            shown.append(queue)
+    if not looked_at:
+        return [], None, None
+    if not forward:
+        shown.reverse()
+        looked_at.reverse()
+    first, last = looked_at[0], looked_at[-1]
+    earlier = (start != floor and _continues(engine, prefix, first, forward=False)) if forward else more
+    later = more if forward else _continues(engine, prefix, last, forward=True)
+    return shown, page_token(first) if earlier else None, page_token(last) if later else None
+
+
+def _continues(engine: QueueEngine, prefix: str, queue: Queue, *, forward: bool) -> bool:
+    """Whether a queue whose name starts with `prefix` comes right after `queue` (or right before it)."""
+    beside = islice(engine.queues_by_name((queue.name, queue.region, queue.account), forward=forward), 1)
+    return any(q.name.startswith(prefix) for q in beside)
+
+
+async def overview(engine: QueueEngine, prefix: str, after: str, before: str, sort: str, descending: bool,
+                   visible: Callable[[Queue], bool]) -> OverviewPage:
+    """A page of the queues `visible` lets through whose name starts with `prefix`, in name order after the
+    page token `after` (or before `before`), then sorted by `sort`; each with its subscriptions (by name)
+    under it rather than among the queues, and the queues whose dead-letter queue it is."""
+    queues, earlier, later = _window(engine, prefix, after, before, visible)
+    rows = list(await asyncio.gather(*(queue_row(engine, q) for q in queues)))
+    for row in rows:
+        subscriptions = [s for s in engine.list_subscriptions(row.queue) if visible(s)]
+        row.subscription_count = len(subscriptions)
+        row.subscriptions = list(await asyncio.gather(*(queue_row(engine, s)
+                                                        for s in subscriptions[:SUBSCRIPTIONS_SHOWN])))
+        sources, every = engine.dead_letter_sources(row.queue, SCAN)
+        sources = [q for q in sources if visible(q)]
+        row.sources = sources[:SOURCES_SHOWN]
+        row.more_sources = f"{len(sources) - len(row.sources)}{'+' if every > SCAN else ''}"
     keys = {
         "name": lambda r: (r.queue.name, r.queue.region),
         "region": lambda r: (r.queue.region, r.queue.name),
@@ -107,7 +174,7 @@ async def overview(engine: QueueEngine, name_filter: str, sort: str, descending:
         "sent": lambda r: r.sent_per_minute, "received": lambda r: r.received_per_minute,
     }
     rows.sort(key=keys.get(sort, keys["name"]), reverse=descending)
-    return rows
+    return OverviewPage(rows, earlier, later)
 
 
 @dataclass
@@ -190,7 +257,7 @@ def server_info(engine: QueueEngine, db_path: str, started: float, fsync: FsyncW
     last = storage.last_outage
     return ServerInfo(queueserver.__version__, path, _size(path), _size(path + "-wal"),
                       int(time.monotonic() - started), not engine.observe.known_problems(),
-                      engine.observe.known_problems(), len(engine.all_queues()),
+                      engine.observe.known_problems(), engine.queue_count(),
                       fsync.latency(storage.fsync_seconds), storage.failed_fsyncs, storage.outages,
                       None if last is None else (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(last[0])), last[1]))
 

@@ -137,9 +137,17 @@ async def list_queues(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any
     max_results = params.integer(p, "MaxResults", None, 1, limits.MAX_LIST_RESULTS,
                                  "MaxResults must be an integer between 1 and 1000.")
     ctx.authorize("*", None, None)
-    queues = engine.list_queues(ctx.region, ctx.account, prefix=prefix)
-    return paginate([ctx.queue_url(q.name) for q in queues], [q.name for q in queues],
-                    max_results, params.string(p, "NextToken"), "QueueUrls")
+    token = params.string(p, "NextToken")
+    limit = max_results if max_results is not None else limits.MAX_LIST_RESULTS
+    # One more than the page: whether another page follows, without listing the rest.
+    queues = engine.list_queues(ctx.region, ctx.account, prefix=prefix, after=_decode_token(token) if token else "",
+                                limit=limit + 1)
+    result: dict[str, Any] = {}
+    if queues:
+        result["QueueUrls"] = [ctx.queue_url(q.name) for q in queues[:limit]]
+    if max_results is not None and len(queues) > limit:
+        result["NextToken"] = _encode_token(queues[limit - 1].name)
+    return result
 
 
 def paginate(urls: list[str], names: list[str], max_results: int | None, token: str | None,
@@ -155,8 +163,12 @@ def paginate(urls: list[str], names: list[str], max_results: int | None, token: 
     if page or key == "queueUrls":
         result[key] = page
     if max_results is not None and start + limit < len(urls):
-        result["NextToken"] = base64.urlsafe_b64encode(names[start + limit - 1].encode()).decode()
+        result["NextToken"] = _encode_token(names[start + limit - 1])
     return result
+
+
+def _encode_token(name: str) -> str:
+    return base64.urlsafe_b64encode(name.encode()).decode()
 
 
 def _decode_token(token: str) -> str:

@@ -19,8 +19,9 @@ MAX_MOVE_TASKS_LISTED = 10
 
 
 def _sources_of(engine: QueueEngine, ctx: RequestContext, dead_letter_queue: Queue) -> list[Queue]:
-    return [q for q in engine.list_queues(dead_letter_queue.region, dead_letter_queue.account)
-            if q.redrive_policy is not None and q.redrive_policy[0] == dead_letter_queue.arn]
+    sources, _ = engine.dead_letter_sources(dead_letter_queue)
+    return [q for q in sources if q.subscribed_to is None
+            and q.region == dead_letter_queue.region and q.account == dead_letter_queue.account]
 
 
 async def list_dead_letter_source_queues(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:

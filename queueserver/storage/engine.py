@@ -13,7 +13,7 @@ import asyncio
 import functools
 import os
 from bisect import bisect_left
-from typing import Awaitable, Callable, ContextManager
+from typing import Awaitable, Callable, ContextManager, Iterator
 
 from queueserver import errors
 from queueserver.client_connection import ClientConnection
@@ -68,7 +68,7 @@ class QueueEngine:
         self._move_tasks = Redriver(db, clock, self._queues.find_by_arn_in_transaction, self._notify,
                                     self._counts.changed)
         self.queue_tallies: dict[int, QueueTally] = {}  # by queue id: the CloudWatch counters
-        self.observe = Observer(db, reads, self._waiters, self._queues.committed, self.queue_counts)
+        self.observe = Observer(db, reads, self._waiters, self._queues.first_created, self.queue_counts)
         # The test clock's moves go through here (None on the real clock), so that it keeps its place.
         self.test_clock = KeptClock(db, clock) if isinstance(clock, ManualClock) else None
 
@@ -149,12 +149,26 @@ class QueueEngine:
     def find_queue_by_arn(self, arn: str) -> Queue | None:
         return self._queues.find_by_arn(arn)
 
-    def list_queues(self, region: str, account: str, *, prefix: str = "") -> list[Queue]:
-        return self._queues.listed(region, account, prefix)
+    def list_queues(self, region: str, account: str, *, prefix: str = "", after: str = "",
+                    limit: int | None = None) -> list[Queue]:
+        """The account's queues in the region (not subscriptions) by name: those after the name `after`
+        whose name starts with `prefix`, at most `limit` (a page costs its size, not the number of queues)."""
+        return self._queues.listed(region, account, prefix, after, limit)
 
-    def all_queues(self) -> list[Queue]:
-        """Every queue of every region and account (the console's overview), by region, account, name."""
-        return sorted(self._queues.committed(), key=lambda q: q.key)
+    def queues_by_name(self, start: tuple[str, str, str], *, forward: bool = True) -> Iterator[Queue]:
+        """The queues (not subscriptions) of every region and account in (name, region, account) order,
+        after `start` (such a triple), or before it with `forward` False (then in descending order).
+        Consume it without awaiting in between."""
+        return self._queues.by_name(start, forward=forward)
+
+    def queue_count(self) -> int:
+        """Queues and subscriptions, of every region and account."""
+        return self._queues.count()
+
+    def dead_letter_sources(self, queue: Queue, limit: int | None = None) -> tuple[list[Queue], int]:
+        """The first `limit` queues and subscriptions whose RedrivePolicy names `queue`, by region, account
+        and name; and how many there are."""
+        return self._queues.dead_letter_sources(queue, limit)
 
     async def create_queue(self, region: str, account: str, name: str, *, fifo: bool,
                            attributes: dict[str, str], supplied: dict[str, str],
@@ -402,9 +416,10 @@ class QueueEngine:
         now = self._clock.now_ms()
         return await self._reads.browse(queue.id, queue.fifo, after, limit, now, retention_cutoff(queue, now))
 
-    async def sweep_expired(self) -> int:
-        """Remove messages past their queue's retention period now (the sweeper does every few seconds)."""
-        return await self._sweeper.sweep()
+    async def sweep_expired(self, batch: int | None = None) -> int:
+        """Remove messages past their queue's retention period now, of every queue or of the next `batch`
+        (the sweeper does that every few seconds); returns how many."""
+        return await self._sweeper.sweep(batch)
 
     def _tally(self, queue_id: int) -> QueueTally:
         tally = self.queue_tallies.get(queue_id)

@@ -1,9 +1,10 @@
 """What the metrics and the readiness check read from the storage layer, when they are asked.
 
 Everything here is read at scrape time and off the writer: counts come from the read side's
-count cache, file sizes from `stat`, move-task progress from a read connection. The one
-exception is the readiness probe, which must know whether the writer can write: it writes, at most
-once every READY_PROBE_SECONDS however often /ready is asked.
+count cache, file sizes from `stat`, the summed counts of the queues past the first few and
+move-task progress from a read connection. The one exception is the readiness probe, which must know
+whether the writer can write: it writes, at most once every READY_PROBE_SECONDS however often /ready
+is asked.
 """
 
 from __future__ import annotations
@@ -24,13 +25,15 @@ READY_PROBE_SECONDS = 1.0  # a /ready flood must not become a flood of fsyncs
 
 
 class Observer:
-    def __init__(self, db: Database, reads: ReadSide, waiters: Waiters, queues: Callable[[], list[Queue]],
+    def __init__(self, db: Database, reads: ReadSide, waiters: Waiters,
+                 first_created: Callable[[int], list[Queue]],
                  counts: Callable[[Queue], Awaitable[QueueCounts]]) -> None:
         self._db = db
         self._reads = reads
         self._waiters = waiters
-        self.queues = queues  # every queue, committed, in all regions and accounts
+        self.first_created = first_created  # the first N queues (subscriptions too) by id: oldest first
         self.counts = counts  # a queue's approximate counts (the count cache)
+        self.counts_after = reads.counts_after  # the summed counts of the queues created after one
         self._probes = 0
         self._probe: asyncio.Future[str | None] | None = None  # the latest probe: why it failed, or None
         self._probed_at = float("-inf")  # when it began (monotonic seconds)
@@ -46,9 +49,11 @@ class Observer:
         """Bytes of the database file and of its write-ahead log (0 for one that is missing)."""
         return _size(self._db.path), _size(self._db.path + "-wal")
 
-    async def running_move_tasks(self) -> list[tuple[str, str, str, int, int]]:
-        """(region, account, source queue, moved, to move) of every running move task."""
-        return await self._reads.running_move_tasks()
+    async def running_move_tasks(self, up_to_queue_id: int) -> tuple[list[tuple[str, str, str, int, int]],
+                                                                      tuple[int, int, int]]:
+        """(region, account, source queue, moved, to move) of every running move task from a queue whose
+        id is at most `up_to_queue_id`, and (tasks, moved, to move) of the others summed."""
+        return await self._reads.running_move_tasks(up_to_queue_id)
 
     async def unready(self) -> list[str]:
         """Why the server cannot take writes now; empty when it can.

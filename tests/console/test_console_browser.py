@@ -122,7 +122,7 @@ def test_the_overview_filters_sorts_and_deletes_a_queue_after_confirmation(
         page: Any, console_server: Any, console_sqs: Any) -> None:
     for name in ("sorted-b", "sorted-a", "sorted-c"):
         console_sqs.create_queue(QueueName=name)
-    _open(page, console_server, "/console?q=sorted-")
+    _open(page, console_server, "/console?prefix=sorted-")
     names = page.locator("tbody tr[data-queue]")
     expect(names).to_have_count(3)
     assert [n.get_attribute("data-queue") for n in names.all()] == ["sorted-a", "sorted-b", "sorted-c"]

@@ -75,7 +75,7 @@ def test_the_overview_lists_subscriptions_under_their_queue_not_among_the_queues
     for name in ("zeta", "alpha"):
         subscribe(console_sqs, url, name)
     console_sqs.send_message(QueueUrl=url, MessageBody="to both")
-    page.goto(console_server.endpoint + "/console?q=fanned")
+    page.goto(console_server.endpoint + "/console?prefix=fanned")
     expect(page.locator("tbody tr[data-queue]")).to_have_count(1)
     queue_row = page.locator("tr[data-queue=fanned-out]")
     expect(queue_row).to_contain_text("2 subscriptions")

@@ -128,12 +128,32 @@ def test_queues_lists_counts_oldest_age_and_dead_letter_queue_and_stats_adds_the
     table = cli(admin_server, "queues", "--prefix", prefix)
     assert table.returncode == 0 and prefix + "-main" in table.stdout and "in flight" in table.stdout
 
-    everything = cli_json(admin_server, "queues")
+    everything = cli_json(admin_server, "queues", "--all")
     totals = cli_json(admin_server, "stats")
     assert totals["queues"] == len(everything)
     assert (totals["visible"], totals["in_flight"], totals["delayed"]) == tuple(
         sum(r[key] for r in everything) for key in ("visible", "in_flight", "delayed"))
     assert totals["dead_letter_queues"] >= 1 and totals["messages_in_dead_letter_queues"] >= 1
+
+
+def test_queues_lists_a_page_at_a_time_and_says_how_to_list_the_rest(admin_server: Server, admin_sqs: Any) -> None:
+    prefix = unique_queue_name()
+    names = [f"{prefix}-{i}" for i in range(5)]
+    for name in names:
+        admin_sqs.create_queue(QueueName=name)
+    first = cli(admin_server, "queues", "--prefix", prefix, "--max", "2", "--json")
+    assert first.returncode == 0, first.stderr
+    assert [r["name"] for r in json.loads(first.stdout)] == names[:2]
+    token = first.stderr.split("--next-token ", 1)[1].split()[0]
+    second = cli(admin_server, "queues", "--prefix", prefix, "--max", "2", "--next-token", token, "--json")
+    assert [r["name"] for r in json.loads(second.stdout)] == names[2:4] and "--next-token" in second.stderr
+    table = cli(admin_server, "queues", "--prefix", prefix, "--max", "2", "--next-token", token)
+    assert table.returncode == 0 and names[3] in table.stdout and names[1] not in table.stdout
+    assert [r["name"] for r in cli_json(admin_server, "queues", "--prefix", prefix, "--all")] == names
+    last = cli(admin_server, "queues", "--prefix", prefix, "--max", "5", "--json")
+    assert len(json.loads(last.stdout)) == 5 and last.stderr == ""  # nothing left: no hint
+    refused = cli(admin_server, "queues", "--max", "0")
+    assert refused.returncode == 2 and "--max" in refused.stderr
 
 
 def test_purge_empties_a_queue_and_delete_removes_it_after_which_commands_exit_4(
@@ -305,7 +325,7 @@ def test_queues_lists_each_queues_subscriptions_with_their_own_counts_and_stats_
     orders_line = next(i for i, line in enumerate(lines) if prefix + "-orders" in line)
     assert "~audit" in lines[orders_line + 1] and "~billing" in lines[orders_line + 2]  # indented under it
     totals = cli_json(admin_server, "stats")
-    assert totals["subscriptions"] == sum(len(r["subscriptions"]) for r in cli_json(admin_server, "queues"))
+    assert totals["subscriptions"] == sum(len(r["subscriptions"]) for r in cli_json(admin_server, "queues", "--all"))
     assert totals["subscriptions"] >= 2
 
 

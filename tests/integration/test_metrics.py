@@ -207,7 +207,9 @@ def test_health_answers_and_metrics_refuse_a_web_page_from_another_origin(server
         assert response.status == 400 and "UnknownOperation" in response.json()["__type"], response.body
 
 
-def test_a_fifo_duplicate_is_answered_but_not_counted_as_sent(server, sqs, queue_name):
+def test_a_fifo_duplicate_is_answered_but_not_counted_as_sent(server_factory, make_client, tmp_path, queue_name):
+    server = server_factory(tmp_path / "fifo.db")  # its queue among the first listed one by one
+    sqs = make_client(server.endpoint)
     url = sqs.create_queue(QueueName=f"{queue_name}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     for _ in range(2):
         sqs.send_message(QueueUrl=url, MessageBody="once", MessageGroupId="g", MessageDeduplicationId="d")
@@ -215,3 +217,53 @@ def test_a_fifo_duplicate_is_answered_but_not_counted_as_sent(server, sqs, queue
     assert result.queue("queueserver_messages_sent_total", f"{queue_name}.fifo") == 1
     assert result.queue("queueserver_sent_message_size_bytes_count", f"{queue_name}.fifo") == 1
     assert result.queue("queueserver_approximate_messages_visible", f"{queue_name}.fifo") == 1
+
+
+def test_past_the_first_queues_created_every_queue_is_summed_under_one_label(server_factory, make_client, tmp_path):
+    server = server_factory(tmp_path / "capped.db", "--test-clock", "--counts-max-age", "0",
+                            "--metrics-max-queues", "5")
+    sqs = make_client(server.endpoint)
+    urls = {f"q{i:02d}": sqs.create_queue(QueueName=f"q{i:02d}")["QueueUrl"] for i in range(20)}
+    sqs.delete_queue(QueueUrl=urls.pop("q03"))  # q05 takes its place among the first five
+    urls["a-late"] = sqs.create_queue(QueueName="a-late")["QueueUrl"]  # first by name, last created
+    sqs.send_message(QueueUrl=urls["q02"], MessageBody="listed")
+    for name, bodies in (("q10", 3), ("q15", 2), ("a-late", 1)):
+        for i in range(bodies):
+            sqs.send_message(QueueUrl=urls[name], MessageBody="x" * (100 * (i + 1)))
+    ClockControl(server.endpoint).advance(60)  # q10's and q15's messages are a minute old, a-late's is not
+    sqs.send_message(QueueUrl=urls["q18"], MessageBody="later", DelaySeconds=600)
+    assert len(sqs.receive_message(QueueUrl=urls["q15"], MaxNumberOfMessages=1, VisibilityTimeout=600)["Messages"]) == 1
+    assert "Messages" not in sqs.receive_message(QueueUrl=urls["q11"])
+    dlq_arn = arn("q19")
+    sqs.set_queue_attributes(QueueUrl=urls["q10"], Attributes={"RedrivePolicy": json.dumps(
+        {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5"})})
+    sqs.send_message_batch(QueueUrl=urls["q19"], Entries=[{"Id": str(i), "MessageBody": f"dead {i}"}
+                                                          for i in range(10)])
+    sqs.start_message_move_task(SourceArn=dlq_arn, DestinationArn=arn("q11"), MaxNumberOfMessagesPerSecond=1)
+    # (one message a second: running for ten seconds)
+
+    result = scrape(server.endpoint)
+    listed = {dict(labels)["queue"] for labels in result.labelled("queueserver_messages_sent_total")}
+    assert listed == {"q00", "q01", "q02", "q04", "q05", "(other)"}
+    other = {"queue": "(other)", "region": "", "account": ""}
+    assert result.value("queueserver_messages_sent_total", **other) == 3 + 2 + 1 + 1 + 10
+    assert result.value("queueserver_messages_received_total", **other) == 1
+    assert result.value("queueserver_empty_receives_total", **other) == 1
+    assert result.value("queueserver_sent_message_size_bytes_count", **other) == 17
+    assert result.value("queueserver_sent_message_size_bytes_sum", **other) == \
+        600 + 300 + 100 + len("later") + sum(len(f"dead {i}") for i in range(10))
+    assert_histogram_is_whole(result, "queueserver_sent_message_size_bytes", **other)
+    assert result.value("queueserver_approximate_messages_visible", **other) == 3 + 1 + 1 + 10  # q19 -> q11: both
+    assert result.value("queueserver_approximate_messages_not_visible", **other) == 1
+    assert result.value("queueserver_approximate_messages_delayed", **other) == 1
+    assert result.value("queueserver_approximate_age_of_oldest_message_seconds", **other) == 60.0
+    assert result.value("queueserver_move_tasks_running") == 1
+    assert result.value("queueserver_move_task_progress_total", **other) == 10
+    assert result.queue("queueserver_messages_sent_total", "q02") == 1
+    assert result.queue("queueserver_approximate_messages_visible", "q02") == 1
+
+    # However many queues follow, a scrape holds the same series.
+    for i in range(20, 40):
+        sqs.create_queue(QueueName=f"q{i:02d}")
+    again = scrape(server.endpoint)
+    assert set(again.samples) == set(result.samples)

@@ -105,6 +105,21 @@ async def waiting_poll(engine: QueueEngine, clock: ManualClock, queue: Any) -> a
     return poll
 
 
+def test_a_sweep_of_a_batch_of_queues_goes_on_from_where_the_last_one_stopped(tmp_path: Path) -> None:
+    async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
+        for name in ("a", "b", "c", "d", "e"):
+            queue = await make_queue(engine, name, MessageRetentionPeriod="60")
+            await engine.send_messages(queue, [message()] * 2, sender_id="me")
+        clock.advance(60_000)
+        assert [await engine.sweep_expired(batch=2) for _ in range(4)] == [4, 4, 2, 0]  # round again: none left
+        late = await make_queue(engine, "f", MessageRetentionPeriod="60")
+        await engine.send_messages(late, [message()], sender_id="me")
+        clock.advance(60_000)
+        assert await engine.sweep_expired() == 1  # every queue at once
+
+    run(tmp_path, scenario)
+
+
 def test_a_long_poll_wakes_when_the_clock_passes_a_delay(tmp_path: Path) -> None:
     async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
         queue = await make_queue(engine)

@@ -78,7 +78,7 @@ def test_two_servers_in_one_process_each_export_their_own_metrics(tmp_path: Path
                 queue = await engine.create_queue("us-east-1", "000000000000", name, fifo=False, attributes={},
                                                    supplied={}, tags={})
                 assert queue.name == name
-            metrics = [Metrics(engine, RequestTally(), ConnectionTally()) for engine in engines]
+            metrics = [Metrics(engine, RequestTally(), ConnectionTally(), max_queues=10) for engine in engines]
             texts = [(await m.exposition(""))[0].decode() for m in metrics]
             assert sent_by_queue(texts[0]) == {"a": 0} and sent_by_queue(texts[1]) == {"b": 0}
         finally:
