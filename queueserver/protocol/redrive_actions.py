@@ -62,9 +62,8 @@ async def start_message_move_task(engine: QueueEngine, ctx: RequestContext, p: d
     elif ctx.caller is not None:
         # Each message goes back where it came from: the caller must be allowed to send to every such queue,
         # those (and the subscriptions) that may dead-letter here later and those the messages came from.
-        for queue in engine.all_queues():
-            if queue.redrive_policy is not None and queue.redrive_policy[0] == source.arn:
-                _may_send_back(engine, ctx, queue.arn)
+        for queue in engine.dead_letter_sources(source)[0]:
+            _may_send_back(engine, ctx, queue.arn)
 
         def authorize_origins(origins: list[str]) -> None:
             for origin in origins:
