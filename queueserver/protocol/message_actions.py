@@ -141,15 +141,16 @@ async def send_message_batch(engine: QueueEngine, ctx: RequestContext, p: dict[s
     if accepted:
         sent = await engine.send_messages(queue, [m for _, m in accepted], sender_id=ctx.sender_id)
         successful = [{"Id": entry_id, **_sent(s)} for (entry_id, _), s in zip(accepted, sent)]
-    return {"Successful": successful, "Failed": failed}
+    return _batch_answer(successful, failed)
 
 
 def _check_fifo_batch(queue: Queue, entries: list[dict[str, Any]]) -> None:
     """On a FIFO queue an entry without a group, or without a deduplication id where one is needed,
-    fails the whole request, not the entry (as SQS does)."""
+    fails the whole request, not the entry, and as InvalidParameterValue (as SQS does; a SendMessage
+    without a group is MissingParameter)."""
     for entry in entries:
         if entry.get("MessageGroupId") is None:
-            raise errors.MissingParameter("The request must contain the parameter MessageGroupId.")
+            raise errors.InvalidParameterValue("The request must contain the parameter MessageGroupId.")
         if entry.get("MessageDeduplicationId") is None and not queue.content_based_deduplication:
             raise errors.InvalidParameterValue(_NO_DEDUPLICATION_ID)
 
@@ -315,4 +316,14 @@ def _batch_result(entries: list[dict[str, Any]], failed_early: dict[str, errors.
         else:
             assert isinstance(error, errors.SQSError)
             failed.append(_failure(entry_id, error))
-    return {"Successful": successful, "Failed": failed}
+    return _batch_answer(successful, failed)
+
+
+def _batch_answer(successful: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict[str, Any]:
+    """A batch's answer: SQS leaves an empty list out (no `"Failed": []` when every entry succeeded)."""
+    answer: dict[str, Any] = {}
+    if successful:
+        answer["Successful"] = successful
+    if failed:
+        answer["Failed"] = failed
+    return answer

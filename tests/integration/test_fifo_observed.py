@@ -14,6 +14,7 @@ import uuid
 
 from support.fifo import body, delete_all, got, make_fifo, rcv, release, send, send_in_turn
 from support.sqs import Counts, counts, raises_code
+from support.wire import raw_json_call
 
 NO_DEDUPLICATION_ID = ("The queue should either have ContentBasedDeduplication enabled or "
                        "MessageDeduplicationId provided explicitly")
@@ -189,7 +190,20 @@ def test_a_batch_without_deduplication_ids_is_sent_with_content_based_deduplicat
 def test_a_batch_entry_without_a_group_fails_the_whole_batch_even_with_content_based_deduplication(
         sqs, make_queue):
     url = make_fifo(make_queue, ContentBasedDeduplication="true")
-    with raises_code("MissingParameter") as info:
+    with raises_code("InvalidParameterValue") as info:
         sqs.send_message_batch(QueueUrl=url, Entries=[_entry(0, MessageGroupId="g"), _entry(1)])
-    assert info.value.response["Error"]["Message"] == "The request must contain the parameter MessageGroupId."
+    error = info.value.response["Error"]
+    assert error["Message"] == "The request must contain the parameter MessageGroupId."
+    assert (error["QueryErrorCode"], error["Type"]) == ("InvalidParameterValueException", "Sender")
     assert counts(sqs, url) == Counts(0, 0, 0)
+
+
+def test_a_fifo_batch_without_a_group_answers_json_with_the_common_invalid_parameter_shape(server, queue_name):
+    url = raw_json_call(server.endpoint, "CreateQueue", {"QueueName": queue_name[:70] + ".fifo", "Attributes": {
+        "FifoQueue": "true", "ContentBasedDeduplication": "true"}}).json()["QueueUrl"]
+    resp = raw_json_call(server.endpoint, "SendMessageBatch", {"QueueUrl": url, "Entries": [
+        {"Id": "e0", "MessageBody": "no group"}]})
+    assert resp.status == 400
+    assert resp.headers["x-amzn-query-error"] == "InvalidParameterValue;Sender"
+    assert resp.json() == {"__type": "com.amazon.coral.service#InvalidParameterValueException",
+                           "message": "The request must contain the parameter MessageGroupId."}
