@@ -296,23 +296,24 @@ def test_change_message_visibility_batch_reports_bad_entries_in_band(sqs, queue_
     assert set(got) == {"a", "b", "c"}
     sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=got["b"]["ReceiptHandle"],
                                   VisibilityTimeout=0)
-    [b_again] = receive_all(sqs, queue_url, VisibilityTimeout=600)  # b's first handle is superseded
+    [b_again] = receive_all(sqs, queue_url, VisibilityTimeout=600)
     assert b_again["Body"] == "b"
+    sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=b_again["ReceiptHandle"])
     resp = sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=[
         {"Id": "ok", "ReceiptHandle": got["a"]["ReceiptHandle"], "VisibilityTimeout": 0},
         {"Id": "garbled", "ReceiptHandle": "nope", "VisibilityTimeout": 10},
-        {"Id": "stale", "ReceiptHandle": got["b"]["ReceiptHandle"], "VisibilityTimeout": 0},
+        {"Id": "deleted", "ReceiptHandle": got["b"]["ReceiptHandle"], "VisibilityTimeout": 0},
         {"Id": "range", "ReceiptHandle": got["c"]["ReceiptHandle"], "VisibilityTimeout": 43201},
     ])
     assert resp["ResponseMetadata"]["HTTPStatusCode"] == 200
     assert [s["Id"] for s in resp["Successful"]] == ["ok"]
     failed = _failed_by_id(resp)
-    assert set(failed) == {"garbled", "stale", "range"}
+    assert set(failed) == {"garbled", "deleted", "range"}
     _assert_failed(failed["garbled"], "ReceiptHandleIsInvalid")
-    _assert_failed(failed["stale"], "InvalidParameterValue")
+    _assert_failed(failed["deleted"], "InvalidParameterValue")
     _assert_failed(failed["range"], "InvalidParameterValue")
-    # a is visible; b stays with its second receive; c kept its 600 s.
-    assert counts(sqs, queue_url) == Counts(1, 2, 0)
+    # a is visible; b is gone; c kept its 600 s.
+    assert counts(sqs, queue_url) == Counts(1, 1, 0)
 
 
 def test_an_empty_change_visibility_batch_fails_with_empty_batch_request(sqs, queue_url):

@@ -179,22 +179,6 @@ def test_change_message_visibility_with_a_garbled_handle_fails_with_receipt_hand
                                       VisibilityTimeout=10)
 
 
-def test_change_message_visibility_with_a_stale_handle_leaves_the_current_receive_alone(
-        sqs, queue_url, clock):
-    first = _one(sqs, queue_url, VisibilityTimeout=5)
-    clock.advance(6)
-    (second,) = receive(sqs, queue_url, VisibilityTimeout=600)
-    try:
-        sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=first["ReceiptHandle"],
-                                      VisibilityTimeout=0)
-    except ClientError as e:
-        # AWS answers InvalidParameterValue ("Message does not exist or is not available
-        # for visibility timeout change"); the modeled errors are acceptable too.
-        assert_code(e, *NOT_CHANGEABLE)
-    assert counts(sqs, queue_url) == Counts(0, 1, 0)
-    assert second["MessageId"] == first["MessageId"]
-
-
 def test_a_deleted_message_cannot_be_made_visible_again(sqs, queue_url):
     msg = _one(sqs, queue_url)
     sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=msg["ReceiptHandle"])
