@@ -164,6 +164,7 @@ class QueueEngine:
             for each in gone:
                 message_store.delete_all(tx.conn, each.id)
                 message_store.forget_queue(tx.conn, each.id)
+                self._move_tasks.end_tasks_of_deleted(tx, each)
                 queue_store.delete(tx.conn, each.id)
                 self._queues.set(tx, each.key, None)
             return gone
@@ -171,6 +172,7 @@ class QueueEngine:
         for each in await self._db.run(delete):
             self._counts.forget(each.id)
             self._traffic.forget(each.id)
+            self._receiving.forget(each.id)
             self.queue_tallies.pop(each.id, None)
             self._cooldowns.deleted(each, self._clock.now_ms())
             self._notify(each.id)
@@ -231,8 +233,8 @@ class QueueEngine:
         """Start moving the dead-letter queue's messages back (or to `destination_arn`); returns the task handle."""
         return await self._move_tasks.start(source, destination_arn, rate)
 
-    async def list_move_tasks(self, source_arn: str, *, max_results: int) -> list[MoveTask]:
-        return await self._move_tasks.list(source_arn, max_results)
+    async def list_move_tasks(self, source: Queue, *, max_results: int) -> list[MoveTask]:
+        return await self._move_tasks.list(source, max_results)
 
     async def cancel_move_task(self, handle: str) -> int:
         """Stop a running task; returns how many messages it moved."""

@@ -1,6 +1,7 @@
 """FIFO behaviour as observed on AWS: the queue of message groups, visibility
-changes of single messages, per-message delays, deduplication scope and purge, and
-SendMessageBatch entries without a group or a deduplication id.
+changes of single messages, per-message delays, deduplication scope (the one the queue was
+created with stays in force) and purge, and SendMessageBatch entries without a group or a
+deduplication id.
 
 A group is available while its first message is visible; available groups are served in
 the order in which they became available (a group re-enters behind the groups already
@@ -137,19 +138,37 @@ def test_a_non_zero_per_message_delay_is_refused_and_nothing_is_sent(sqs, make_q
     assert counts(sqs, url) == Counts(0, 0, 0)
 
 
-# --- (e) deduplication scope changed after creation, (f) purge -------------------------------
+# --- (e) deduplication scope changed after creation: reported, not applied; (f) purge -------------------------------
 
 
-def test_a_deduplication_scope_changed_to_message_group_applies_to_the_next_sends(sqs, make_queue):
+def test_switching_to_high_throughput_after_creation_is_reported_but_keeps_deduplicating_per_queue(
+        sqs, make_queue, clock):
     url = make_fifo(make_queue)
-    first = send(sqs, url, "a", 0, MessageDeduplicationId="same")
-    assert send(sqs, url, "b", 0, MessageDeduplicationId="same")["MessageId"] == first["MessageId"], \
-        "queue scope: the same id in another group is a duplicate"
-    sqs.set_queue_attributes(QueueUrl=url, Attributes={"DeduplicationScope": "messageGroup"})
-    in_c = send(sqs, url, "c", 0, MessageDeduplicationId="same")
-    assert in_c["MessageId"] != first["MessageId"], "group scope: another group's id is no duplicate"
-    assert send(sqs, url, "c", 1, MessageDeduplicationId="same")["MessageId"] == in_c["MessageId"]
+    first = send(sqs, url, "a", 0, MessageDeduplicationId="used")
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"DeduplicationScope": "messageGroup",
+                                                       "FifoThroughputLimit": "perMessageGroupId"})
+    reported = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert (reported["DeduplicationScope"], reported["FifoThroughputLimit"]) == ("messageGroup", "perMessageGroupId")
+    assert send(sqs, url, "b", 0, MessageDeduplicationId="used")["MessageId"] == first["MessageId"], \
+        "an id used in another group before the switch is still a duplicate"
+    fresh = send(sqs, url, "c", 0, MessageDeduplicationId="new-after-the-switch")
+    assert send(sqs, url, "d", 0, MessageDeduplicationId="new-after-the-switch")["MessageId"] == fresh["MessageId"], \
+        "an id first used after the switch is a duplicate in a new group too"
     assert sorted(got(rcv(sqs, url))) == ["a:0", "c:0"]
+    clock.advance(301)  # past the 5-minute deduplication interval, the id may be used again
+    assert send(sqs, url, "b", 1, MessageDeduplicationId="used")["MessageId"] != first["MessageId"]
+
+
+def test_a_queue_created_with_group_scope_deduplicates_per_group_after_switching_to_queue_scope(sqs, make_queue):
+    url = make_fifo(make_queue, DeduplicationScope="messageGroup", FifoThroughputLimit="perMessageGroupId")
+    first = send(sqs, url, "a", 0, MessageDeduplicationId="same")
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"FifoThroughputLimit": "perQueue",
+                                                       "DeduplicationScope": "queue"})
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DeduplicationScope"])["Attributes"] == \
+        {"DeduplicationScope": "queue"}
+    assert send(sqs, url, "b", 0, MessageDeduplicationId="same")["MessageId"] != first["MessageId"]
+    assert send(sqs, url, "b", 1, MessageDeduplicationId="same")["MessageId"] != first["MessageId"]
+    assert sorted(got(rcv(sqs, url))) == ["a:0", "b:0"]
 
 
 def test_a_purge_clears_the_deduplication_history(sqs, make_queue):

@@ -310,6 +310,25 @@ def test_deleting_a_queue_twice_fails_with_queue_does_not_exist(sqs, queue_url):
         sqs.delete_queue(QueueUrl=queue_url)
 
 
+@pytest.mark.parametrize("action", ["DeleteMessage", "ChangeMessageVisibility"])
+def test_a_receipt_handle_of_a_deleted_queue_is_invalid_on_a_queue_of_the_same_name(sqs, queue_name, action):
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="old")
+    [old] = receive(sqs, url, VisibilityTimeout=600)
+    sqs.delete_queue(QueueUrl=url)
+    assert sqs.create_queue(QueueName=queue_name)["QueueUrl"] == url  # the newest queue again, same name
+    sqs.send_message(QueueUrl=url, MessageBody="new")
+    [new] = receive(sqs, url, VisibilityTimeout=600)
+    with raises_modeled(sqs, "ReceiptHandleIsInvalid"):
+        if action == "DeleteMessage":
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=old["ReceiptHandle"])
+        else:
+            sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=old["ReceiptHandle"], VisibilityTimeout=0)
+    assert counts(sqs, url) == Counts(0, 1, 0)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=new["ReceiptHandle"])
+    assert counts(sqs, url) == Counts(0, 0, 0)
+
+
 def test_a_queue_recreated_right_after_deletion_starts_empty_with_fresh_attributes(
         sqs, queue_name):
     url = sqs.create_queue(QueueName=queue_name, Attributes={"VisibilityTimeout": "99"},
