@@ -44,24 +44,31 @@ FILE_CHECK_SECONDS = 0.25  # as often as the writer looks whether its file was r
 Identity = tuple[int, int] | None
 
 # One statement, one snapshot. Counting rows one by one through the table costs ~130 ms a
-# million messages; here the visible ones are counted in the visibility index alone (~25 ms a
+# million messages; here the visible ones are counted in the two visibility indexes alone (~25 ms a
 # million), and only hidden (in flight, delayed) and expired rows are read from the table.
 # The next visible_at and the oldest enqueue say when the counts change without a write.
+# In flight: received and hidden; delayed: never received and hidden (migration 0006's two indexes).
 _COUNTS = """
-WITH hidden AS (
-    SELECT coalesce(sum(receive_count > 0), 0) AS in_flight, coalesce(sum(receive_count = 0), 0) AS delayed,
-           min(visible_at_ms) AS next_visible
-    FROM messages INDEXED BY messages_by_visibility
-    WHERE queue_id = :queue_id AND visible_at_ms > :now AND enqueued_at_ms > :cutoff)
+WITH in_flight AS (
+    SELECT count(*) AS n, min(visible_at_ms) AS next_visible
+    FROM messages INDEXED BY messages_received_by_visibility
+    WHERE queue_id = :queue_id AND receive_count > 0 AND visible_at_ms > :now AND enqueued_at_ms > :cutoff),
+delayed AS (
+    SELECT count(*) AS n, min(visible_at_ms) AS next_visible
+    FROM messages INDEXED BY messages_unreceived_by_visibility
+    WHERE queue_id = :queue_id AND receive_count = 0 AND visible_at_ms > :now AND enqueued_at_ms > :cutoff)
 SELECT
-    (SELECT count(*) FROM messages INDEXED BY messages_by_visibility
-     WHERE queue_id = :queue_id AND visible_at_ms <= :now)
+    (SELECT count(*) FROM messages INDEXED BY messages_received_by_visibility
+     WHERE queue_id = :queue_id AND receive_count > 0 AND visible_at_ms <= :now)
+    + (SELECT count(*) FROM messages INDEXED BY messages_unreceived_by_visibility
+       WHERE queue_id = :queue_id AND receive_count = 0 AND visible_at_ms <= :now)
     - (SELECT count(*) FROM messages INDEXED BY messages_by_enqueue
        WHERE queue_id = :queue_id AND enqueued_at_ms <= :cutoff AND visible_at_ms <= :now),
-    in_flight, delayed, next_visible,
+    in_flight.n, delayed.n,
+    min(coalesce(in_flight.next_visible, delayed.next_visible), coalesce(delayed.next_visible, in_flight.next_visible)),
     (SELECT min(enqueued_at_ms) FROM messages INDEXED BY messages_by_enqueue
      WHERE queue_id = :queue_id AND enqueued_at_ms > :cutoff)
-FROM hidden
+FROM in_flight, delayed
 """
 
 # A keyset page through messages_by_queue (migration 0002): the same cost at any depth. Named,
@@ -81,8 +88,8 @@ _RUNNING_MOVE_TASKS = (
 _QUEUE_TOTALS = (
     "SELECT q.region, q.account, q.name,"
     " (SELECT count(*) FROM messages WHERE queue_id = q.id),"
-    " (SELECT count(*) FROM messages INDEXED BY messages_by_visibility"
-    "  WHERE queue_id = q.id AND visible_at_ms > ? AND receive_count > 0)"
+    " (SELECT count(*) FROM messages INDEXED BY messages_received_by_visibility"
+    "  WHERE queue_id = q.id AND receive_count > 0 AND visible_at_ms > ?)"
     " FROM queues q ORDER BY q.region, q.account, q.name"
 )
 

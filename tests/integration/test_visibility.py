@@ -1,4 +1,4 @@
-"""Visibility timeouts and ChangeMessageVisibility."""
+"""Visibility timeouts and ChangeMessageVisibility, and the order in which messages come back."""
 
 from __future__ import annotations
 
@@ -191,3 +191,27 @@ def test_a_deleted_message_cannot_be_made_visible_again(sqs, queue_url):
         assert_code(e, *NOT_CHANGEABLE)
     assert counts(sqs, queue_url) == Counts(0, 0, 0)
     assert receive(sqs, queue_url) == []
+
+
+# --- the order of redelivery: among visible messages the older send comes first (as AWS answers) ----
+
+
+def test_a_message_whose_visibility_ended_comes_back_before_one_sent_while_it_was_hidden(sqs, queue_url, clock):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="test1")
+    [first] = receive(sqs, queue_url, VisibilityTimeout=3)
+    clock.advance(1.5)
+    sqs.send_message(QueueUrl=queue_url, MessageBody="test2")
+    clock.advance(3)
+    [again] = receive(sqs, queue_url)
+    assert (again["Body"], again["MessageId"]) == ("test1", first["MessageId"])
+    [later] = receive(sqs, queue_url)
+    assert later["Body"] == "test2"
+
+
+def test_a_message_made_visible_again_comes_back_before_the_backlog_sent_after_it(sqs, queue_url):
+    sqs.send_message_batch(QueueUrl=queue_url, Entries=[{"Id": b, "MessageBody": b} for b in ("a", "b", "c")])
+    [a] = receive(sqs, queue_url, VisibilityTimeout=60)
+    assert a["Body"] == "a"
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=a["ReceiptHandle"], VisibilityTimeout=0)
+    assert [m["Body"] for m in receive(sqs, queue_url, VisibilityTimeout=60)] == ["a"]
+    assert [m["Body"] for m in receive(sqs, queue_url, VisibilityTimeout=60)] == ["b"]

@@ -1,5 +1,5 @@
-"""Migration 0005 (queue identity) on a real SQLite file: forward from a version-4 database with
-queues, messages and move tasks in it."""
+"""Migrations 0005 (queue identity) and 0006 (redelivery order) on a real SQLite file: forward from a
+version-4 database with queues, messages and move tasks in it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from queueserver.models import NewMessage
-from queueserver.storage import message_store, queue_store
+from queueserver.storage import claims, message_store, queue_store
 from queueserver.storage.migrations import available_migrations, migrate, schema_version, split_statements
 
 
@@ -61,4 +61,19 @@ def test_the_deduplication_scope_is_the_one_a_queue_was_created_with(tmp_path: P
     switched = queue_store.update(conn, created.id, {"DeduplicationScope": "messageGroup"}, {}, 2)
     assert switched.attributes["DeduplicationScope"] == "messageGroup"
     assert not switched.deduplication_per_group
+    conn.close()
+
+
+def test_a_claim_takes_messages_received_before_ahead_of_those_never_received(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "q.db", isolation_level=None)
+    migrate(conn)
+    message = NewMessage("b", "m", 0)
+    message_store.insert_messages(conn, 1, [(1, "first", message)], 1_000, "s")
+    [row] = claims.claim_standard(conn, claims.Claim(1, 1, 1_000, 4_000, 0, None))[0]
+    assert row.row_id == 1
+    message_store.insert_messages(conn, 1, [(2, "second", message)], 2_500, "s")  # visible before the first again
+    rows, _ = claims.claim_standard(conn, claims.Claim(1, 1, 5_000, 9_000, 0, None))
+    assert [r.row_id for r in rows] == [1]
+    rows, _ = claims.claim_standard(conn, claims.Claim(1, 10, 5_000, 9_000, 0, None))
+    assert [r.row_id for r in rows] == [2]
     conn.close()
