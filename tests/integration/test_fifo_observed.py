@@ -167,8 +167,10 @@ def test_a_queue_created_with_group_scope_deduplicates_per_group_after_switching
     assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DeduplicationScope"])["Attributes"] == \
         {"DeduplicationScope": "queue"}
     assert send(sqs, url, "b", 0, MessageDeduplicationId="same")["MessageId"] != first["MessageId"]
-    assert send(sqs, url, "b", 1, MessageDeduplicationId="same")["MessageId"] != first["MessageId"]
-    assert sorted(got(rcv(sqs, url))) == ["a:0", "b:0"]
+    in_c = send(sqs, url, "c", 0, MessageDeduplicationId="new-after-the-switch")
+    assert send(sqs, url, "d", 0, MessageDeduplicationId="new-after-the-switch")["MessageId"] != in_c["MessageId"]
+    assert send(sqs, url, "d", 1, MessageDeduplicationId="new-after-the-switch")["MessageId"] != in_c["MessageId"]
+    assert sorted(got(rcv(sqs, url))) == ["a:0", "b:0", "c:0", "d:0"]
 
 
 def test_a_purge_clears_the_deduplication_history(sqs, make_queue):

@@ -208,10 +208,11 @@ def test_a_message_whose_visibility_ended_comes_back_before_one_sent_while_it_wa
     assert later["Body"] == "test2"
 
 
-def test_a_message_made_visible_again_comes_back_before_the_backlog_sent_after_it(sqs, queue_url):
+def test_a_message_made_visible_again_comes_back_before_the_backlog_sent_with_it(sqs, queue_url, clock):
     sqs.send_message_batch(QueueUrl=queue_url, Entries=[{"Id": b, "MessageBody": b} for b in ("a", "b", "c")])
     [a] = receive(sqs, queue_url, VisibilityTimeout=60)
     assert a["Body"] == "a"
+    clock.advance(1)  # b and c have been visible for a second when a becomes visible again
     sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=a["ReceiptHandle"], VisibilityTimeout=0)
     assert [m["Body"] for m in receive(sqs, queue_url, VisibilityTimeout=60)] == ["a"]
     assert [m["Body"] for m in receive(sqs, queue_url, VisibilityTimeout=60)] == ["b"]
