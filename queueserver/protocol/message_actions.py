@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Callable, TypeVar
+from typing import AbstractSet, Any, Callable, TypeVar
 
 from queueserver import errors, limits
 from queueserver.models import EntryOutcome, NewMessage, Queue, ReceivedMessage, VisibilityChange
@@ -20,6 +20,7 @@ _BODY_ALONE = frozenset({"MessageBody", "Id", "QueueUrl"})  # a batch entry's or
 _DELAY_REASON = "DelaySeconds must be >= 0 and <= 900."
 _NO_DEDUPLICATION_ID = ("The queue should either have ContentBasedDeduplication enabled or "
                         "MessageDeduplicationId provided explicitly")
+_NO_NAMES: frozenset[str] = frozenset()
 _VISIBILITY_REASON = f"VisibilityTimeout must be an integer between 0 and {limits.MAX_VISIBILITY_TIMEOUT_SECONDS}."
 T = TypeVar("T")
 
@@ -180,8 +181,12 @@ async def receive_message(engine: QueueEngine, ctx: RequestContext, p: dict[str,
                                 limits.MAX_VISIBILITY_TIMEOUT_SECONDS, _VISIBILITY_REASON)
     wait = params.integer(p, "WaitTimeSeconds", queue.receive_wait_seconds, 0, limits.MAX_WAIT_TIME_SECONDS,
                           "Must be >= 0 and <= 20, if provided.")
-    system_names = set(params.string_list(p, "AttributeNames")) | set(params.string_list(p, "MessageSystemAttributeNames"))
-    attribute_names = params.string_list(p, "MessageAttributeNames")
+    # Each list is read only when sent: most receives ask for none.
+    system_names: AbstractSet[str] = _NO_NAMES
+    if "AttributeNames" in p or "MessageSystemAttributeNames" in p:
+        system_names = set(params.string_list(p, "AttributeNames")) | set(
+            params.string_list(p, "MessageSystemAttributeNames"))
+    attribute_names = params.string_list(p, "MessageAttributeNames") if "MessageAttributeNames" in p else []
     attempt_id = _printable_id(p, "ReceiveRequestAttemptId") if queue.fifo else None
     assert max_messages is not None and visibility is not None and wait is not None
     received = await engine.receive_messages(queue, max_messages=max_messages, visibility_timeout=visibility,
@@ -191,7 +196,7 @@ async def receive_message(engine: QueueEngine, ctx: RequestContext, p: dict[str,
     return {"Messages": [_message(m, system_names, attribute_names) for m in received]}
 
 
-def _message(m: ReceivedMessage, system_names: set[str], attribute_names: list[str]) -> dict[str, Any]:
+def _message(m: ReceivedMessage, system_names: AbstractSet[str], attribute_names: list[str]) -> dict[str, Any]:
     result: dict[str, Any] = {
         "MessageId": m.message_id, "ReceiptHandle": m.receipt_handle, "MD5OfBody": m.md5_of_body, "Body": m.body,
     }
@@ -200,7 +205,8 @@ def _message(m: ReceivedMessage, system_names: set[str], attribute_names: list[s
         chosen = available if "All" in system_names else {k: v for k, v in available.items() if k in system_names}
         if chosen:
             result["Attributes"] = chosen
-    messages.add_message_attributes(result, m, attribute_names)
+    if attribute_names:
+        messages.add_message_attributes(result, m, attribute_names)
     return result
 
 
