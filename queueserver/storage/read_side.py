@@ -44,31 +44,28 @@ FILE_CHECK_SECONDS = 0.25  # as often as the writer looks whether its file was r
 Identity = tuple[int, int] | None
 
 # One statement, one snapshot. Counting rows one by one through the table costs ~130 ms a
-# million messages; here the visible ones are counted in the two visibility indexes alone (~25 ms a
-# million), and only hidden (in flight, delayed) and expired rows are read from the table.
-# The next visible_at and the oldest enqueue say when the counts change without a write.
-# In flight: received and hidden; delayed: never received and hidden (migration 0006's two indexes).
+# million messages; here the queue's rows are counted in messages_by_queue alone (two integers an
+# entry), and only hidden (in flight, delayed) and expired rows are read from the table: visible =
+# all - expired - hidden. The hidden ones are the two visibility indexes' ranges past now (migration
+# 0006): in flight were received, delayed never were. One aggregate over both ranges, so that
+# nothing is materialized. The next visible_at and the oldest enqueue say when the counts change
+# without a write.
 _COUNTS = """
-WITH in_flight AS (
-    SELECT count(*) AS n, min(visible_at_ms) AS next_visible
-    FROM messages INDEXED BY messages_received_by_visibility
-    WHERE queue_id = :queue_id AND receive_count > 0 AND visible_at_ms > :now AND enqueued_at_ms > :cutoff),
-delayed AS (
-    SELECT count(*) AS n, min(visible_at_ms) AS next_visible
-    FROM messages INDEXED BY messages_unreceived_by_visibility
+WITH hidden AS (
+    SELECT 1 AS received, visible_at_ms FROM messages INDEXED BY messages_received_by_visibility
+    WHERE queue_id = :queue_id AND receive_count > 0 AND visible_at_ms > :now AND enqueued_at_ms > :cutoff
+    UNION ALL
+    SELECT 0, visible_at_ms FROM messages INDEXED BY messages_unreceived_by_visibility
     WHERE queue_id = :queue_id AND receive_count = 0 AND visible_at_ms > :now AND enqueued_at_ms > :cutoff)
 SELECT
-    (SELECT count(*) FROM messages INDEXED BY messages_received_by_visibility
-     WHERE queue_id = :queue_id AND receive_count > 0 AND visible_at_ms <= :now)
-    + (SELECT count(*) FROM messages INDEXED BY messages_unreceived_by_visibility
-       WHERE queue_id = :queue_id AND receive_count = 0 AND visible_at_ms <= :now)
+    (SELECT count(*) FROM messages INDEXED BY messages_by_queue WHERE queue_id = :queue_id)
     - (SELECT count(*) FROM messages INDEXED BY messages_by_enqueue
-       WHERE queue_id = :queue_id AND enqueued_at_ms <= :cutoff AND visible_at_ms <= :now),
-    in_flight.n, delayed.n,
-    min(coalesce(in_flight.next_visible, delayed.next_visible), coalesce(delayed.next_visible, in_flight.next_visible)),
+       WHERE queue_id = :queue_id AND enqueued_at_ms <= :cutoff)
+    - count(*),
+    coalesce(sum(received), 0), coalesce(sum(1 - received), 0), min(visible_at_ms),
     (SELECT min(enqueued_at_ms) FROM messages INDEXED BY messages_by_enqueue
      WHERE queue_id = :queue_id AND enqueued_at_ms > :cutoff)
-FROM in_flight, delayed
+FROM hidden
 """
 
 # A keyset page through messages_by_queue (migration 0002): the same cost at any depth. Named,
