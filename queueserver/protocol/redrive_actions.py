@@ -87,9 +87,9 @@ async def list_message_move_tasks(engine: QueueEngine, ctx: RequestContext, p: d
     max_results = params.integer(p, "MaxResults", 1, 1, MAX_MOVE_TASKS_LISTED,
                                  f"MaxResults must be between 1 and {MAX_MOVE_TASKS_LISTED}.")
     assert source_arn is not None and max_results is not None
-    _queue_by_arn(engine, ctx, source_arn, "SourceArn")
+    source = _queue_by_arn(engine, ctx, source_arn, "SourceArn")
     results = []
-    for task in await engine.list_move_tasks(source_arn, max_results=max_results):
+    for task in await engine.list_move_tasks(source, max_results=max_results):
         result: dict[str, Any] = {
             "Status": task.status,
             "SourceArn": task.source_arn,
