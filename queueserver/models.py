@@ -56,6 +56,9 @@ class Queue:
     tags: dict[str, str]
     created_at_ms: int
     modified_at_ms: int
+    # The scope deduplication keeps: the queue's DeduplicationScope at creation. SQS reports a later
+    # change of the attribute but goes on deduplicating as before.
+    deduplication_scope: str = "queue"
 
     @property
     def arn(self) -> str:
@@ -90,7 +93,7 @@ class Queue:
 
     @property
     def deduplication_per_group(self) -> bool:
-        return self.attributes.get("DeduplicationScope") == "messageGroup"
+        return self.deduplication_scope == "messageGroup"
 
     @property
     def content_based_deduplication(self) -> bool:

@@ -30,7 +30,8 @@ def per_message_us(path: str, drop: str | None, messages: int) -> float:
     migrate(conn)
     if drop:
         conn.execute(f"DROP INDEX {drop}")
-    conn.execute("INSERT INTO queues VALUES (1, 'r', 'a', 'q', 0, '{}', '{}', 0, 0)")
+    conn.execute("INSERT INTO queues (id, region, account, name, fifo, attributes, tags, created_at_ms, modified_at_ms)"
+                 " VALUES (1, 'r', 'a', 'q', 0, '{}', '{}', 0, 0)")
     message = NewMessage(body="x" * 100, md5_of_body="m", delay_seconds=0)
     row_id = 1
     started = time.process_time()  # CPU time: other processes on a shared machine disturb it less

@@ -86,6 +86,11 @@ class QueryAsJsonCodec(QueryCodec):
     encode = staticmethod(query_json.encode)
     encode_error = staticmethod(query_json.encode_error)
 
+    def render_error(self, request_id: str, error: errors.SQSError) -> HttpResponse:
+        if isinstance(error, errors.UnknownOperation):  # SQS answers a bare GET on a queue URL in XML, whatever
+            return QUERY.render_error(request_id, error)  # the Accept header says
+        return super().render_error(request_id, error)
+
 
 JSON = JsonCodec()
 QUERY = QueryCodec()

@@ -65,8 +65,10 @@ ACTIONS: dict[str, Handler] = {
 _CREDENTIAL = re.compile(rf"Credential=([^/,\s]+)/\d{{8}}/(?:({REGION_NAME})|([^/,\s]+))/")
 # A queue URL's path: `/<account>/<name>`, or `/queue/<region>/<account>/<name>` outside the home region.
 _QUEUE_PATH = re.compile(r"(?:/queue/[^/]+)?/[^/]+/[^/]+/?")  # used with fullmatch: `$` would let "\n" through
-# The actions that act on one queue (they take a QueueUrl): the only ones a queue URL accepts.
-_QUEUE_SCOPED = frozenset({
+# The actions a queue URL accepts: those that act on one queue (they take a QueueUrl), and GetQueueUrl,
+# which SQS answers there with the URL of the queue it names, whatever queue the path names.
+_QUEUE_URL_ACTIONS = frozenset({
+    "GetQueueUrl",
     "GetQueueAttributes", "SetQueueAttributes", "DeleteQueue", "PurgeQueue", "TagQueue", "UntagQueue",
     "ListQueueTags", "AddPermission", "RemovePermission", "SendMessage", "SendMessageBatch", "ReceiveMessage",
     "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility", "ChangeMessageVisibilityBatch",
@@ -162,7 +164,7 @@ class Dispatcher:
             request.action = action
             params, query_credential = codec.params(read, action)
             request.params = params
-            if "QueueUrl" not in params:
+            if "QueueUrl" not in params and action != "GetQueueUrl":  # GetQueueUrl names its queue by name
                 self._queue_url_from_path(request, params)
             result = await handler(self._engine, self._context(request, request_id, action, caller, query_credential),
                                    params)
@@ -189,6 +191,6 @@ def _handler(request: HttpRequest, codec: Codec, action: str) -> Handler:
             raise errors.UnknownOperation("")
         raise errors.MissingAction(codec.missing_action)
     handler = ACTIONS.get(action)
-    if handler is None or (on_queue_url and action not in _QUEUE_SCOPED):
+    if handler is None or (on_queue_url and action not in _QUEUE_URL_ACTIONS):
         raise errors.InvalidAction(f"The action {action} is not valid for this endpoint.")
     return handler

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Callable, TypeVar
+from typing import AbstractSet, Any, Callable, TypeVar
 
 from queueserver import errors, limits
 from queueserver.client_connection import ClientConnection
@@ -21,6 +21,7 @@ _BODY_ALONE = frozenset({"MessageBody", "Id", "QueueUrl"})  # a batch entry's or
 _DELAY_REASON = "DelaySeconds must be >= 0 and <= 900."
 _NO_DEDUPLICATION_ID = ("The queue should either have ContentBasedDeduplication enabled or "
                         "MessageDeduplicationId provided explicitly")
+_NO_NAMES: frozenset[str] = frozenset()
 _VISIBILITY_REASON = f"VisibilityTimeout must be an integer between 0 and {limits.MAX_VISIBILITY_TIMEOUT_SECONDS}."
 T = TypeVar("T")
 
@@ -142,15 +143,16 @@ async def send_message_batch(engine: QueueEngine, ctx: RequestContext, p: dict[s
     if accepted:
         sent = await engine.send_messages(queue, [m for _, m in accepted], sender_id=ctx.sender_id)
         successful = [{"Id": entry_id, **_sent(s)} for (entry_id, _), s in zip(accepted, sent)]
-    return {"Successful": successful, "Failed": failed}
+    return _batch_answer(successful, failed)
 
 
 def _check_fifo_batch(queue: Queue, entries: list[dict[str, Any]]) -> None:
     """On a FIFO queue an entry without a group, or without a deduplication id where one is needed,
-    fails the whole request, not the entry (as SQS does)."""
+    fails the whole request, not the entry, and as InvalidParameterValue (as SQS does; a SendMessage
+    without a group is MissingParameter)."""
     for entry in entries:
         if entry.get("MessageGroupId") is None:
-            raise errors.MissingParameter("The request must contain the parameter MessageGroupId.")
+            raise errors.InvalidParameterValue("The request must contain the parameter MessageGroupId.")
         if entry.get("MessageDeduplicationId") is None and not queue.content_based_deduplication:
             raise errors.InvalidParameterValue(_NO_DEDUPLICATION_ID)
 
@@ -180,8 +182,12 @@ async def receive_message(engine: QueueEngine, ctx: RequestContext, p: dict[str,
                                 limits.MAX_VISIBILITY_TIMEOUT_SECONDS, _VISIBILITY_REASON)
     wait = params.integer(p, "WaitTimeSeconds", queue.receive_wait_seconds, 0, limits.MAX_WAIT_TIME_SECONDS,
                           "Must be >= 0 and <= 20, if provided.")
-    system_names = set(params.string_list(p, "AttributeNames")) | set(params.string_list(p, "MessageSystemAttributeNames"))
-    attribute_names = params.string_list(p, "MessageAttributeNames")
+    # Each list is read only when sent: most receives ask for none.
+    system_names: AbstractSet[str] = _NO_NAMES
+    if "AttributeNames" in p or "MessageSystemAttributeNames" in p:
+        system_names = set(params.string_list(p, "AttributeNames")) | set(
+            params.string_list(p, "MessageSystemAttributeNames"))
+    attribute_names = params.string_list(p, "MessageAttributeNames") if "MessageAttributeNames" in p else []
     attempt_id = _printable_id(p, "ReceiveRequestAttemptId") if queue.fifo else None
     assert max_messages is not None and visibility is not None and wait is not None
     client = ClientConnection(ctx.receive) if wait and ctx.receive is not None else None
@@ -192,7 +198,7 @@ async def receive_message(engine: QueueEngine, ctx: RequestContext, p: dict[str,
     return {"Messages": [_message(m, system_names, attribute_names) for m in received]}
 
 
-def _message(m: ReceivedMessage, system_names: set[str], attribute_names: list[str]) -> dict[str, Any]:
+def _message(m: ReceivedMessage, system_names: AbstractSet[str], attribute_names: list[str]) -> dict[str, Any]:
     result: dict[str, Any] = {
         "MessageId": m.message_id, "ReceiptHandle": m.receipt_handle, "MD5OfBody": m.md5_of_body, "Body": m.body,
     }
@@ -201,7 +207,8 @@ def _message(m: ReceivedMessage, system_names: set[str], attribute_names: list[s
         chosen = available if "All" in system_names else {k: v for k, v in available.items() if k in system_names}
         if chosen:
             result["Attributes"] = chosen
-    messages.add_message_attributes(result, m, attribute_names)
+    if attribute_names:
+        messages.add_message_attributes(result, m, attribute_names)
     return result
 
 
@@ -317,4 +324,14 @@ def _batch_result(entries: list[dict[str, Any]], failed_early: dict[str, errors.
         else:
             assert isinstance(error, errors.SQSError)
             failed.append(_failure(entry_id, error))
-    return {"Successful": successful, "Failed": failed}
+    return _batch_answer(successful, failed)
+
+
+def _batch_answer(successful: list[dict[str, Any]], failed: list[dict[str, Any]]) -> dict[str, Any]:
+    """A batch's answer: SQS leaves an empty list out (no `"Failed": []` when every entry succeeded)."""
+    answer: dict[str, Any] = {}
+    if successful:
+        answer["Successful"] = successful
+    if failed:
+        answer["Failed"] = failed
+    return answer

@@ -15,7 +15,8 @@ from queueserver.models import StoredMessage
 
 # XML 1.0's character set: everything else is InvalidMessageContents.
 _INVALID_CHARACTER = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")  # fullmatch: "$" lets "\n" by
+# Letters and digits of any script (SQS takes `attr.1øßä`), `_`, `-` and `.`; fullmatch: "$" lets "\n" by.
+_ATTRIBUTE_NAME = re.compile(r"[\w.\-]+")
 _DATA_TYPE = re.compile(r"(String|Number|Binary)(\..+)?")
 _ALLOWED_SET = "#x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF"
 
@@ -199,15 +200,16 @@ def stored_attributes(attributes: dict[str, dict[str, Any]]) -> dict[str, dict[s
 
 
 def select_attributes(attributes: dict[str, dict[str, str]] | None, names: list[str]) -> dict[str, dict[str, str]]:
-    """The attributes a receive asked for: names, `All`, `.*`, or prefixes like `foo.*`."""
+    """The attributes a receive asked for: names, `All`, `.*`, `*`, or `prefix.*`, which takes every
+    name that starts with the prefix (SQS: `Hel.*` returns `Hello` and `Help.Me`)."""
     if not attributes or not names:
         return {}
-    if "All" in names or ".*" in names:
-        return dict(attributes)
     wanted = set(names)
-    prefixes = [n[:-1] for n in names if n.endswith(".*")]
+    if "All" in wanted or ".*" in wanted or "*" in wanted:
+        return dict(attributes)
+    prefixes = tuple(n[:-2] for n in names if n.endswith(".*"))
     return {name: value for name, value in attributes.items()
-            if name in wanted or any(name.startswith(p) for p in prefixes)}
+            if name in wanted or (prefixes and name.startswith(prefixes))}
 
 
 def system_attributes(m: StoredMessage) -> dict[str, str]:

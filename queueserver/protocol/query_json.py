@@ -36,8 +36,6 @@ def _name(member: str, value: Any) -> str:
 
 
 def encode_error(error: errors.SQSError, wire: WireError, request_id: str) -> tuple[dict[str, str], bytes]:
-    if isinstance(error, errors.UnknownOperation):
-        return {}, json_wire.encode({"UnknownOperationException": None})
     body = {"ErrorResponse": {
         "Error": {"Type": wire.fault, "Code": wire.query_code, "Message": query_wire.query_message(error)},
         "RequestId": request_id,

@@ -62,9 +62,8 @@ async def start_message_move_task(engine: QueueEngine, ctx: RequestContext, p: d
     elif ctx.caller is not None:
         # Each message goes back where it came from: the caller must be allowed to send to every such queue,
         # those (and the subscriptions) that may dead-letter here later and those the messages came from.
-        for queue in engine.all_queues():
-            if queue.redrive_policy is not None and queue.redrive_policy[0] == source.arn:
-                _may_send_back(engine, ctx, queue.arn)
+        for queue in engine.dead_letter_sources(source)[0]:
+            _may_send_back(engine, ctx, queue.arn)
 
         def authorize_origins(origins: list[str]) -> None:
             for origin in origins:
@@ -88,9 +87,9 @@ async def list_message_move_tasks(engine: QueueEngine, ctx: RequestContext, p: d
     max_results = params.integer(p, "MaxResults", 1, 1, MAX_MOVE_TASKS_LISTED,
                                  f"MaxResults must be between 1 and {MAX_MOVE_TASKS_LISTED}.")
     assert source_arn is not None and max_results is not None
-    _queue_by_arn(engine, ctx, source_arn, "SourceArn")
+    source = _queue_by_arn(engine, ctx, source_arn, "SourceArn")
     results = []
-    for task in await engine.list_move_tasks(source_arn, max_results=max_results):
+    for task in await engine.list_move_tasks(source, max_results=max_results):
         result: dict[str, Any] = {
             "Status": task.status,
             "SourceArn": task.source_arn,

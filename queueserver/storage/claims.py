@@ -1,8 +1,9 @@
 """The receive: claiming messages, and dead-letter moves in the same transaction.
 
-Standard queues claim with one `UPDATE … RETURNING` over the visibility index; FIFO
-and fair queues choose their messages group by group (group_claims.py), then claim
-the chosen rows with one UPDATE in the same transaction.
+Standard queues claim with one `UPDATE … RETURNING` over the two visibility indexes,
+messages received before first (SQS prefers older sends); FIFO and fair queues choose
+their messages group by group (group_claims.py), then claim the chosen rows with one
+UPDATE in the same transaction.
 
 A message whose receive count has reached the queue's maxReceiveCount is moved to
 the dead-letter queue instead of being delivered, by the receive that would have
@@ -44,17 +45,27 @@ SET visible_at_ms = :visible_at,
     received_at_ms = :now,
     receipt_token = random()
 """
-_WINDOW = """
-SELECT id FROM messages
-WHERE queue_id = :queue_id AND visible_at_ms <= :now AND enqueued_at_ms > :cutoff
+# The visible messages a claim takes: those received before (their visibility ended) first, then those
+# never received, each in the order they became visible (SQS prefers older sends; migration 0008).
+# Each range is read only as far as the claim takes, on its own partial index.
+_RECEIVED_WINDOW = """
+SELECT id FROM messages INDEXED BY messages_received_by_visibility
+WHERE queue_id = :queue_id AND receive_count > 0 AND visible_at_ms <= :now AND enqueued_at_ms > :cutoff
   AND receive_count < :max_receive_count
 ORDER BY visible_at_ms, id
 LIMIT :n
 """
+_UNRECEIVED_WINDOW = """
+SELECT id FROM messages INDEXED BY messages_unreceived_by_visibility
+WHERE queue_id = :queue_id AND receive_count = 0 AND visible_at_ms <= :now AND enqueued_at_ms > :cutoff
+ORDER BY visible_at_ms, id
+LIMIT :n
+"""
+_WINDOW = f"SELECT id FROM ({_RECEIVED_WINDOW}) UNION ALL SELECT id FROM ({_UNRECEIVED_WINDOW}) LIMIT :n"
 _CLAIM_STANDARD = f"UPDATE messages {_SET_CLAIMED} WHERE id IN ({_WINDOW}) {_RETURNING}"
 _MOVE_STANDARD = f"""
 UPDATE messages SET queue_id = :dead_letter_queue_id, visible_at_ms = :now, receipt_token = random()
-WHERE id IN ({_WINDOW.replace("receive_count < :max_receive_count", "receive_count >= :max_receive_count")})
+WHERE id IN ({_RECEIVED_WINDOW.replace("receive_count < :max_receive_count", "receive_count >= :max_receive_count")})
 RETURNING id
 """
 NO_LIMIT = 1 << 62
@@ -84,8 +95,8 @@ def claim_standard(conn: sqlite3.Connection, claim: Claim) -> tuple[list[Claimed
 def in_flight(conn: sqlite3.Connection, queue_id: int, now_ms: int, limit: int) -> int:
     """How many messages are in flight, counted up to `limit` (the count stops there)."""
     return int(conn.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM messages"
-        " WHERE queue_id = ? AND visible_at_ms > ? AND receive_count > 0 LIMIT ?)",
+        "SELECT count(*) FROM (SELECT 1 FROM messages INDEXED BY messages_received_by_visibility"
+        " WHERE queue_id = ? AND receive_count > 0 AND visible_at_ms > ? LIMIT ?)",
         (queue_id, now_ms, limit)).fetchone()[0])
 
 

@@ -34,7 +34,7 @@ class Cooldowns:
 
     def deleted(self, queue: Queue, now: int) -> None:
         self._deleted_at[queue.key] = now
-        self._purged_at.pop(queue.id, None)  # a queue created next may reuse the row id: its purges are its own
+        self._purged_at.pop(queue.id, None)  # the id is never used again
 
     def purged(self, queue_id: int, now: int) -> None:
         self._purged_at[queue_id] = now

@@ -204,6 +204,7 @@ class QueueEngine:
                 message_store.delete_all(tx.conn, each.id)
                 message_store.forget_queue(tx.conn, each.id)
                 subscriptions.remove(tx.conn, each.id)
+                self._move_tasks.end_tasks_of_deleted(tx, each)
                 queue_store.delete(tx.conn, each.id)
                 self._queues.set(tx, each.key, None)
             return gone
@@ -211,6 +212,7 @@ class QueueEngine:
         for each in await self._db.run(delete):
             self._counts.forget(each.id)
             self._traffic.forget(each.id)
+            self._receiving.forget(each.id)
             self.queue_tallies.pop(each.id, None)
             self._cooldowns.deleted(each, self._clock.now_ms())
             self._notify(each.id)
@@ -277,8 +279,8 @@ class QueueEngine:
         """
         return await self._move_tasks.start(source, destination_arn, rate, authorize_origins)
 
-    async def list_move_tasks(self, source_arn: str, *, max_results: int) -> list[MoveTask]:
-        return await self._move_tasks.list(source_arn, max_results)
+    async def list_move_tasks(self, source: Queue, *, max_results: int) -> list[MoveTask]:
+        return await self._move_tasks.list(source, max_results)
 
     async def cancel_move_task(self, handle: str) -> int:
         """Stop a running task; returns how many messages it moved."""

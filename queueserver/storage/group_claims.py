@@ -72,12 +72,20 @@ SELECT id, receive_count FROM messages INDEXED BY messages_by_group_visibility
 WHERE queue_id = ? AND group_id = ? AND visible_at_ms <= ? AND enqueued_at_ms > ?
 ORDER BY visible_at_ms, id LIMIT ?
 """
+# Near the front of the queue as a standard claim sees it (received ones first, see claims.py).
 _UNGROUPED_VISIBLE = """
 SELECT id, receive_count FROM (
-    SELECT id, receive_count, group_id FROM messages
-    WHERE queue_id = ? AND visible_at_ms <= ? AND enqueued_at_ms > ?
-    ORDER BY visible_at_ms, id LIMIT ?
-) WHERE group_id IS NULL LIMIT ?
+    SELECT * FROM (
+        SELECT id, receive_count, group_id FROM messages INDEXED BY messages_received_by_visibility
+        WHERE queue_id = :queue_id AND receive_count > 0 AND visible_at_ms <= :now AND enqueued_at_ms > :cutoff
+        ORDER BY visible_at_ms, id LIMIT :window)
+    UNION ALL
+    SELECT * FROM (
+        SELECT id, receive_count, group_id FROM messages INDEXED BY messages_unreceived_by_visibility
+        WHERE queue_id = :queue_id AND receive_count = 0 AND visible_at_ms <= :now AND enqueued_at_ms > :cutoff
+        ORDER BY visible_at_ms, id LIMIT :window)
+    LIMIT :window
+) WHERE group_id IS NULL LIMIT :n
 """
 
 
@@ -182,8 +190,8 @@ def claim_fair(conn: sqlite3.Connection, claim: Claim, cursor: str) -> tuple[lis
             turns.append((group, visible))
     next_cursor = group if not turns else cursor  # nothing visible: carry on from the last group looked at
     # A message without a group is a tenant of its own (looked for near the front of the queue).
-    for row in conn.execute(_UNGROUPED_VISIBLE, (claim.queue_id, claim.now_ms, claim.cutoff_ms,
-                                                 FRONT_WINDOW, claim.n)):
+    for row in conn.execute(_UNGROUPED_VISIBLE, {"queue_id": claim.queue_id, "now": claim.now_ms,
+                                                 "cutoff": claim.cutoff_ms, "window": FRONT_WINDOW, "n": claim.n}):
         turns.append((None, [row]))
     limit = claim.dead_letter.max_receive_count if claim.dead_letter else NO_LIMIT
     chosen: list[int] = []

@@ -20,17 +20,18 @@ def expired_handle(handle: str) -> errors.InvalidParameterValue:
 
 
 def change_one_visibility(conn: sqlite3.Connection, signer: ReceiptSigner, queue: Queue, change: VisibilityChange,
-                      now: int) -> EntryOutcome:
-    """The latest handle changes its message's visibility, on a standard queue even after the
-    visibility timeout ended (as SQS does); on a FIFO queue only while the message is in flight."""
+                          now: int) -> EntryOutcome:
+    """On a standard queue any handle issued for the message changes its visibility, the handle of
+    an earlier receive too, and after the visibility timeout ended (as SQS does: the MAC shows the
+    handle is ours and names this message). On a FIFO queue only the latest handle, and only while
+    the message is in flight under it."""
     receipt = signer.decode(change.receipt_handle)
     if receipt is None or receipt.queue_id != queue.id:
         return EntryOutcome(error=invalid_handle(change.receipt_handle))
     state = message_store.visibility_state(conn, queue.id, receipt.row_id)
-    latest = state is not None and state.receipt_token == receipt.token
-    if queue.fifo and (not latest or state is None or state.visible_at_ms <= now):
+    if queue.fifo and (state is None or state.receipt_token != receipt.token or state.visible_at_ms <= now):
         return EntryOutcome(error=expired_handle(change.receipt_handle))
-    if not latest or state is None:
+    if state is None:
         return EntryOutcome(error=errors.invalid_value(
             "ReceiptHandle", change.receipt_handle,
             "Message does not exist or is not available for visibility timeout change."))

@@ -37,7 +37,14 @@ def rows_of(row: str, rows: int) -> str:
     return ", ".join([row] * rows)
 
 
-_NEXT_VISIBLE = "SELECT min(visible_at_ms) FROM messages WHERE queue_id = ? AND visible_at_ms > ?"
+# The earlier of the two partial indexes' next instants (either may be NULL).
+_NEXT_VISIBLE = """
+SELECT min(coalesce(received, unreceived), coalesce(unreceived, received)) FROM (SELECT
+    (SELECT min(visible_at_ms) FROM messages INDEXED BY messages_received_by_visibility
+     WHERE queue_id = :queue_id AND receive_count > 0 AND visible_at_ms > :now) AS received,
+    (SELECT min(visible_at_ms) FROM messages INDEXED BY messages_unreceived_by_visibility
+     WHERE queue_id = :queue_id AND receive_count = 0 AND visible_at_ms > :now) AS unreceived)
+"""
 
 _BODIES = f"SELECT {BODY_COLUMNS} FROM message_bodies WHERE id IN ({{}})"
 
@@ -131,7 +138,7 @@ def reclaim(conn: sqlite3.Connection, receipts: list[tuple[int, int]], visible_a
 
 def next_visible_at(conn: sqlite3.Connection, queue_id: int, now_ms: int) -> int | None:
     """When the next hidden message of the queue becomes visible, if any is hidden."""
-    value = conn.execute(_NEXT_VISIBLE, (queue_id, now_ms)).fetchone()[0]
+    value = conn.execute(_NEXT_VISIBLE, {"queue_id": queue_id, "now": now_ms}).fetchone()[0]
     return None if value is None else int(value)
 
 

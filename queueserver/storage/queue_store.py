@@ -8,14 +8,14 @@ import sqlite3
 
 from queueserver.models import Queue
 
-_COLUMNS = "id, region, account, name, fifo, attributes, tags, created_at_ms, modified_at_ms"
+_COLUMNS = "id, region, account, name, fifo, attributes, tags, created_at_ms, modified_at_ms, deduplication_scope"
 
 
 def _queue(row: tuple) -> Queue:
     return Queue(
         id=row[0], region=row[1], account=row[2], name=row[3], fifo=bool(row[4]),
         attributes=json.loads(row[5]), tags=json.loads(row[6]),
-        created_at_ms=row[7], modified_at_ms=row[8],
+        created_at_ms=row[7], modified_at_ms=row[8], deduplication_scope=row[9],
     )
 
 
@@ -31,10 +31,12 @@ def insert(
     conn: sqlite3.Connection, region: str, account: str, name: str, fifo: bool,
     attributes: dict[str, str], tags: dict[str, str], now_ms: int,
 ) -> Queue:
+    """A new queue, with an id no queue has had (AUTOINCREMENT) and the deduplication scope it keeps."""
     row = conn.execute(
-        f"INSERT INTO queues (region, account, name, fifo, attributes, tags, created_at_ms, modified_at_ms) "
-        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING {_COLUMNS}",
-        (region, account, name, int(fifo), _json(attributes), _json(tags), now_ms, now_ms),
+        f"INSERT INTO queues (region, account, name, fifo, attributes, tags, created_at_ms, modified_at_ms, "
+        f"deduplication_scope) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {_COLUMNS}",
+        (region, account, name, int(fifo), _json(attributes), _json(tags), now_ms, now_ms,
+         attributes.get("DeduplicationScope") or "queue"),
     ).fetchone()
     return _queue(row)
 

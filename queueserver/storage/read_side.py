@@ -52,17 +52,24 @@ FILE_CHECK_SECONDS = 0.25  # as often as the writer looks whether its file was r
 Identity = tuple[int, int] | None
 
 # One statement, one snapshot. Counting rows one by one through the table costs ~130 ms a
-# million messages; here the visible ones are counted in the visibility index alone (~25 ms a
-# million), and only hidden (in flight, delayed) and expired rows are read from the table.
-# The next visible_at and the oldest enqueue say when the counts change without a write.
-# A subscription's deliveries not yet taken from its queue's fanout_log count as its messages
-# (storage/subscriptions.py); for a queue, `pending` is one probe of `subscriptions` that finds nothing.
+# million messages; here the queue's rows are counted in messages_by_queue alone (two integers an
+# entry), and only hidden (in flight, delayed) and expired rows are read from the table: visible =
+# all - expired - hidden. The hidden ones are the two visibility indexes' ranges past now: in flight
+# were received, delayed never were. The next visible_at and the oldest enqueue say when the counts
+# change without a write. A subscription's deliveries not yet taken from its queue's fanout_log count
+# as its messages (storage/subscriptions.py); for a queue, `pending` is one probe of `subscriptions`
+# that finds nothing.
 _COUNTS = """
 WITH hidden AS (
-    SELECT coalesce(sum(receive_count > 0), 0) AS in_flight, coalesce(sum(receive_count = 0), 0) AS delayed,
+    SELECT 1 AS received, visible_at_ms FROM messages INDEXED BY messages_received_by_visibility
+    WHERE queue_id = :queue_id AND receive_count > 0 AND visible_at_ms > :now AND enqueued_at_ms > :cutoff
+    UNION ALL
+    SELECT 0, visible_at_ms FROM messages INDEXED BY messages_unreceived_by_visibility
+    WHERE queue_id = :queue_id AND receive_count = 0 AND visible_at_ms > :now AND enqueued_at_ms > :cutoff),
+counted AS (
+    SELECT count(*) AS n, coalesce(sum(received), 0) AS in_flight, coalesce(sum(1 - received), 0) AS delayed,
            min(visible_at_ms) AS next_visible
-    FROM messages INDEXED BY messages_by_visibility
-    WHERE queue_id = :queue_id AND visible_at_ms > :now AND enqueued_at_ms > :cutoff),
+    FROM hidden),
 pending AS (
     SELECT coalesce(sum(f.visible_at_ms <= :now), 0) AS visible, coalesce(sum(f.visible_at_ms > :now), 0) AS delayed,
            min(CASE WHEN f.visible_at_ms > :now THEN f.visible_at_ms END) AS next_visible,
@@ -70,16 +77,15 @@ pending AS (
     FROM subscriptions s JOIN fanout_log f ON f.queue_id = s.queue_id AND f.id > s.delivered_up_to
     WHERE s.id = :queue_id AND f.enqueued_at_ms > :cutoff)
 SELECT
-    (SELECT count(*) FROM messages INDEXED BY messages_by_visibility
-     WHERE queue_id = :queue_id AND visible_at_ms <= :now)
+    (SELECT count(*) FROM messages INDEXED BY messages_by_queue WHERE queue_id = :queue_id)
     - (SELECT count(*) FROM messages INDEXED BY messages_by_enqueue
-       WHERE queue_id = :queue_id AND enqueued_at_ms <= :cutoff AND visible_at_ms <= :now)
-    + pending.visible,
-    in_flight, hidden.delayed + pending.delayed,
-    coalesce(min(hidden.next_visible, pending.next_visible), hidden.next_visible, pending.next_visible),
+       WHERE queue_id = :queue_id AND enqueued_at_ms <= :cutoff)
+    - counted.n + pending.visible,
+    counted.in_flight, counted.delayed + pending.delayed,
+    coalesce(min(counted.next_visible, pending.next_visible), counted.next_visible, pending.next_visible),
     coalesce(min(oldest_row, pending.oldest), oldest_row, pending.oldest)
-FROM hidden, pending, (SELECT min(enqueued_at_ms) AS oldest_row FROM messages INDEXED BY messages_by_enqueue
-                       WHERE queue_id = :queue_id AND enqueued_at_ms > :cutoff)
+FROM counted, pending, (SELECT min(enqueued_at_ms) AS oldest_row FROM messages INDEXED BY messages_by_enqueue
+                        WHERE queue_id = :queue_id AND enqueued_at_ms > :cutoff)
 """
 
 # A keyset page through messages_by_queue (migration 0002): the same cost at any depth. Named,
@@ -105,13 +111,17 @@ _RUNNING_MOVE_TASKS_AFTER = (
 # are still counted until the sweeper removes them (every few seconds).
 _COUNTS_AFTER = """
 WITH hidden AS (
-    SELECT coalesce(sum(receive_count > 0), 0) AS in_flight, coalesce(sum(receive_count = 0), 0) AS delayed
-    FROM messages INDEXED BY messages_by_visibility WHERE queue_id > :after AND visible_at_ms > :now)
+    SELECT 1 AS received FROM messages INDEXED BY messages_received_by_visibility
+    WHERE queue_id > :after AND receive_count > 0 AND visible_at_ms > :now
+    UNION ALL
+    SELECT 0 FROM messages INDEXED BY messages_unreceived_by_visibility
+    WHERE queue_id > :after AND receive_count = 0 AND visible_at_ms > :now),
+counted AS (SELECT count(*) AS n, coalesce(sum(received), 0) AS in_flight FROM hidden)
 SELECT
-    (SELECT count(*) FROM messages INDEXED BY messages_by_visibility WHERE queue_id > :after AND visible_at_ms <= :now),
-    in_flight, delayed,
+    (SELECT count(*) FROM messages INDEXED BY messages_by_queue WHERE queue_id > :after) - n,
+    in_flight, n - in_flight,
     (SELECT min(enqueued_at_ms) FROM messages INDEXED BY messages_by_enqueue WHERE queue_id > :after)
-FROM hidden
+FROM counted
 """
 
 _QUEUE_TOTALS = (
@@ -119,8 +129,8 @@ _QUEUE_TOTALS = (
     " (SELECT count(*) FROM messages WHERE queue_id = q.id)"
     " + (SELECT count(*) FROM subscriptions s JOIN fanout_log f ON f.queue_id = s.queue_id"
     "    AND f.id > s.delivered_up_to WHERE s.id = q.id),"
-    " (SELECT count(*) FROM messages INDEXED BY messages_by_visibility"
-    "  WHERE queue_id = q.id AND visible_at_ms > ? AND receive_count > 0)"
+    " (SELECT count(*) FROM messages INDEXED BY messages_received_by_visibility"
+    "  WHERE queue_id = q.id AND receive_count > 0 AND visible_at_ms > ?)"
     " FROM queues q ORDER BY q.region, q.account, q.name"
 )
 

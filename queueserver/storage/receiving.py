@@ -59,6 +59,12 @@ class Receiving:
     def purged(self, queue_id: int) -> None:
         self._in_flight_estimate.pop(queue_id, None)
 
+    def forget(self, queue_id: int) -> None:
+        """A deleted queue's state (its id is never used again)."""
+        self._in_flight_estimate.pop(queue_id, None)
+        self._at_in_flight_limit.discard(queue_id)
+        self._fair_cursors.pop(queue_id, None)
+
     def claim(self, tx: Transaction, queue: Queue, now: int, *, max_messages: int, visibility_timeout: int,
               attempt_id: str | None, short_poll: bool) -> ClaimResult:
         current = self._queues.require(queue)

@@ -84,13 +84,27 @@ class Redriver:
         self._launch(await self._db.run(start))
         return handle
 
-    async def list(self, source_arn: str, max_results: int) -> list[MoveTask]:
+    async def list(self, source: Queue, max_results: int) -> list[MoveTask]:
+        """The source queue's tasks, newest first: its own, never those of a deleted queue of its name."""
         def select(tx: Transaction) -> list[tuple]:
             return tx.conn.execute(
-                f"SELECT {_LISTED} FROM move_tasks WHERE source_arn = ? ORDER BY id DESC LIMIT ?",
-                (source_arn, max_results)).fetchall()
+                f"SELECT {_LISTED} FROM move_tasks WHERE source_queue_id = ? ORDER BY id DESC LIMIT ?",
+                (source.id, max_results)).fetchall()
 
         return [MoveTask(*row) for row in await self._db.run(select)]
+
+    @staticmethod
+    def end_tasks_of_deleted(tx: Transaction, queue: Queue) -> None:
+        """A deleted queue's tasks end, as on SQS: FAILED where it was the source or the destination
+        of a running task (a task being cancelled ends CANCELLED); its runner stops at its next step."""
+        tx.conn.execute("UPDATE move_tasks SET status = 'CANCELLED' WHERE status = 'CANCELLING' AND source_queue_id = ?",
+                        (queue.id,))
+        tx.conn.execute("UPDATE move_tasks SET status = 'FAILED', failure_reason = ?"
+                        " WHERE status = 'RUNNING' AND source_queue_id = ?",
+                        (f"The source queue {queue.arn} was deleted.", queue.id))
+        tx.conn.execute("UPDATE move_tasks SET status = 'FAILED', failure_reason = ?"
+                        " WHERE status = 'RUNNING' AND destination_arn = ?",
+                        (f"The destination queue {queue.arn} does not exist.", queue.arn))
 
     async def cancel(self, handle: str) -> int:
         """Stop a running task; what it moved so far stays moved. From this answer on, a new task

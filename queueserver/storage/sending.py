@@ -45,23 +45,27 @@ class Sending:
              sender_id: str) -> tuple[list[SentMessage], list[Stored]]:
         """Store the messages; on a FIFO queue a duplicate within 5 minutes is answered, not stored."""
         current = self._queues.require(queue)
+        fifo, per_group = current.fifo, current.deduplication_per_group
         stored: list[Stored] = []
         sent = []
         for m in messages:
-            scope = (m.group_id or "") if current.deduplication_per_group else ""
-            if current.fifo and m.deduplication_id is not None:
-                duplicate = message_store.find_duplicate(tx.conn, queue.id, scope, m.deduplication_id, now)
-                if duplicate is not None:
-                    sent.append(SentMessage(duplicate[0], m.md5_of_body, m.md5_of_attributes,
-                                            m.md5_of_system_attributes, duplicate[1]))
-                    continue
+            sequence = None
+            if fifo:
+                scope = (m.group_id or "") if per_group else ""
+                if m.deduplication_id is not None:
+                    duplicate = message_store.find_duplicate(tx.conn, queue.id, scope, m.deduplication_id, now)
+                    if duplicate is not None:
+                        sent.append(SentMessage(duplicate[0], m.md5_of_body, m.md5_of_attributes,
+                                                m.md5_of_system_attributes, duplicate[1]))
+                        continue
             row_id = self._next_row_id
             self._next_row_id += 1
             message_id = uuid4_string(self._random)
-            sequence = sequence_number(row_id) if current.fifo else None
-            if sequence is not None and m.deduplication_id is not None:
-                message_store.remember_deduplication(tx.conn, queue.id, scope, m.deduplication_id,
-                                                     now + DEDUPLICATION_WINDOW_MS, message_id, sequence)
+            if fifo:
+                sequence = sequence_number(row_id)
+                if m.deduplication_id is not None:
+                    message_store.remember_deduplication(tx.conn, queue.id, scope, m.deduplication_id,
+                                                         now + DEDUPLICATION_WINDOW_MS, message_id, sequence)
             stored.append((row_id, message_id, m))
             sent.append(SentMessage(message_id, m.md5_of_body, m.md5_of_attributes,
                                     m.md5_of_system_attributes, sequence))

@@ -8,7 +8,7 @@ dead-letter move and retention sweep works on them unchanged. They point at the 
 of migration 0004 counts each delete down and takes the body with the last one.
 
 A send writes the queue's rows, the bodies and one `fanout_log` line per message: nothing per
-subscription, so its cost does not grow with them (migration 0005). A subscription takes the lines
+subscription, so its cost does not grow with them (migration 0006). A subscription takes the lines
 past its `delivered_up_to` as delivery rows in one sequential INSERT (`deliver`) before it is
 received from or browsed; a purge or delete skips them instead, and retention skips the expired ones
 (`skip`), counting their bodies down as deleting the rows would have. Its counts include the lines

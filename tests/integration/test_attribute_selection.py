@@ -1,5 +1,7 @@
-"""Which message attributes a receive returns (exact names, All, `.*`, prefixes), the MD5 over the
-returned ones, the X-Ray header as AWSTraceHeader, and the empty-value error's wording."""
+"""Which message attributes a receive returns (exact names, All, `.*`, `*`, prefixes: `Hel.*` is every
+name that starts with `Hel`, as AWS answers), the MD5 over the returned ones, the same selection on
+a subscription's receive and a browse, the X-Ray header as AWSTraceHeader, and the empty-value
+error's wording."""
 
 from __future__ import annotations
 
@@ -8,34 +10,81 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from support.sqs import md5_of_attributes, receive
+from support.subscriptions import subscribe
+from support.wire import query_post, raw_json_call
 
 ATTRIBUTES = {
+    "Hello": {"DataType": "String", "StringValue": "hi"},
     "Help.Me": {"DataType": "String", "StringValue": "please"},
-    "Help.You": {"DataType": "Number", "StringValue": "7"},
-    "Helper": {"DataType": "String", "StringValue": "not under Help."},
+    "Helper": {"DataType": "Number", "StringValue": "7"},
+    "Custom1": {"DataType": "String", "StringValue": "one"},
+    "Custom2": {"DataType": "String.custom", "StringValue": "two"},
     "Other": {"DataType": "Binary", "BinaryValue": b"\x00\x01"},
 }
+SELECTIONS = [
+    (["Hello"], {"Hello"}),
+    (["All"], set(ATTRIBUTES)),
+    ([".*"], set(ATTRIBUTES)),
+    (["*"], set(ATTRIBUTES)),
+    (["Hel.*"], {"Hello", "Help.Me", "Helper"}),
+    (["Help.*"], {"Help.Me", "Helper"}),
+    (["Custom.*"], {"Custom1", "Custom2"}),
+    (["Hel.*", "Other"], {"Hello", "Help.Me", "Helper", "Other"}),
+    (["Hel"], set()),
+    (["Missing"], set()),
+]
 TRACE = "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1"
 
 
-@pytest.mark.parametrize("names, expected", [
-    (["Help.Me"], {"Help.Me"}),
-    (["All"], set(ATTRIBUTES)),
-    ([".*"], set(ATTRIBUTES)),
-    (["Help.*"], {"Help.Me", "Help.You"}),
-    (["Help.*", "Other"], {"Help.Me", "Help.You", "Other"}),
-    (["Missing"], set()),
-])
-def test_message_attribute_names_select_by_name_all_and_prefix_with_the_md5_of_those_returned(
-        sqs, queue_url, names, expected):
-    sqs.send_message(QueueUrl=queue_url, MessageBody="b", MessageAttributes=ATTRIBUTES)
-    [message] = receive(sqs, queue_url, MessageAttributeNames=names)
+def _assert_selected(message: dict[str, Any], expected: set[str]) -> None:
     returned = message.get("MessageAttributes", {})
     assert set(returned) == expected
     if expected:
         assert message["MD5OfMessageAttributes"] == md5_of_attributes({n: ATTRIBUTES[n] for n in expected})
     else:
         assert "MD5OfMessageAttributes" not in message
+
+
+@pytest.mark.parametrize("names, expected", SELECTIONS)
+def test_message_attribute_names_select_by_name_all_and_prefix_with_the_md5_of_those_returned(
+        sqs, queue_url, names, expected):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="b", MessageAttributes=ATTRIBUTES)
+    [message] = receive(sqs, queue_url, MessageAttributeNames=names)
+    _assert_selected(message, expected)
+
+
+@pytest.mark.parametrize("names, expected", SELECTIONS)
+def test_a_subscription_receive_selects_the_same_attributes(sqs, queue_url, names, expected):
+    subscription_url = subscribe(sqs, queue_url, "selected")
+    sqs.send_message(QueueUrl=queue_url, MessageBody="b", MessageAttributes=ATTRIBUTES)
+    [message] = receive(sqs, subscription_url, MessageAttributeNames=names)
+    _assert_selected(message, expected)
+
+
+def _browsed(sqs: Any, queue_url: str, names: list[str]) -> dict[str, Any]:
+    """The one message of a browse, in the JSON shape, over the client's protocol."""
+    endpoint = sqs.meta.endpoint_url
+    if sqs.meta.service_model.protocol == "json":
+        resp = raw_json_call(endpoint, "QueueserverBrowseMessages", {"QueueUrl": queue_url,
+                                                                     "MessageAttributeNames": names})
+        [message] = resp.json()["Messages"]
+        return message
+    fields = {"Action": "QueueserverBrowseMessages", "QueueUrl": queue_url,
+              **{f"MessageAttributeName.{i}": name for i, name in enumerate(names, start=1)}}
+    resp = query_post(endpoint, fields)
+    assert resp.status == 200, resp.body
+    message = {"MessageAttributes": {name: ATTRIBUTES[name] for name in resp.texts(
+        "QueueserverBrowseMessagesResult/Message/MessageAttribute/Name")}}
+    md5 = resp.text("QueueserverBrowseMessagesResult/Message/MD5OfMessageAttributes")
+    if md5 is not None:
+        message["MD5OfMessageAttributes"] = md5
+    return message
+
+
+@pytest.mark.parametrize("names, expected", SELECTIONS)
+def test_a_browse_selects_the_same_attributes(sqs, queue_url, names, expected):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="b", MessageAttributes=ATTRIBUTES)
+    _assert_selected(_browsed(sqs, queue_url, names), expected)
 
 
 def _with_trace_header(client: Any) -> Any:

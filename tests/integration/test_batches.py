@@ -13,6 +13,7 @@ from support.sqs import (
     receive_all,
     send_bodies,
 )
+from support.wire import raw_json_call
 
 MIB = 1024 * 1024
 
@@ -103,6 +104,49 @@ def test_a_batch_entry_over_the_queue_maximum_size_fails_alone(sqs, make_queue):
     assert [s["Id"] for s in resp["Successful"]] == ["small"]
     _assert_failed(_failed_by_id(resp)["big"], "InvalidParameterValue")
     assert counts(sqs, url) == Counts(1, 0, 0)
+
+
+def _sized_entry(entry_id: str, size: int) -> dict:
+    """An entry whose body plus attribute name, data type and value come to `size` bytes."""
+    name, data_type, value = "kind", "String", "é" * 10  # 4 + 6 + 20 bytes
+    return {"Id": entry_id, "MessageBody": "b" * (size - 30),
+            "MessageAttributes": {name: {"DataType": data_type, "StringValue": value}}}
+
+
+def test_an_entry_of_exactly_the_lowered_maximum_size_counting_its_attribute_is_sent(sqs, queue_url):
+    sqs.set_queue_attributes(QueueUrl=queue_url, Attributes={"MaximumMessageSize": "2048"})
+    resp = sqs.send_message_batch(QueueUrl=queue_url, Entries=[_sized_entry("limit", 2048),
+                                                               {"Id": "small", "MessageBody": "s"}])
+    assert sorted(s["Id"] for s in resp["Successful"]) == ["limit", "small"]
+    assert "Failed" not in resp
+    assert counts(sqs, queue_url) == Counts(2, 0, 0)
+    resp = sqs.send_message_batch(QueueUrl=queue_url, Entries=[_sized_entry("over", 2049),
+                                                               {"Id": "small", "MessageBody": "s"}])
+    assert [s["Id"] for s in resp["Successful"]] == ["small"]
+    _assert_failed(_failed_by_id(resp)["over"], "InvalidParameterValue")
+    assert counts(sqs, queue_url) == Counts(3, 0, 0)
+
+
+def test_a_json_batch_answer_leaves_out_an_empty_list(server, queue_name):
+    """AWS sends no `"Failed": []` when every entry succeeded, and no `"Successful": []` when none did."""
+    def call(action, **members):
+        return raw_json_call(server.endpoint, action, members)
+
+    queue_url = call("CreateQueue", QueueName=queue_name).json()["QueueUrl"]
+    call("SendMessageBatch", QueueUrl=queue_url, Entries=[{"Id": "a", "MessageBody": "a"}, {"Id": "b", "MessageBody": "b"}])
+    [a, b] = call("ReceiveMessage", QueueUrl=queue_url, MaxNumberOfMessages=2, VisibilityTimeout=60).json()["Messages"]
+    calls = [
+        ("SendMessageBatch", [{"Id": "x", "MessageBody": "x"}], [{"Id": "x", "MessageBody": ""}]),
+        ("ChangeMessageVisibilityBatch", [{"Id": "a", "ReceiptHandle": a["ReceiptHandle"], "VisibilityTimeout": 60}],
+         [{"Id": "a", "ReceiptHandle": "garbled", "VisibilityTimeout": 60}]),
+        ("DeleteMessageBatch", [{"Id": "b", "ReceiptHandle": b["ReceiptHandle"]}],
+         [{"Id": "b", "ReceiptHandle": "garbled"}]),
+    ]
+    for action, succeeding, failing in calls:
+        answer = call(action, QueueUrl=queue_url, Entries=succeeding)
+        assert answer.status == 200 and set(answer.json()) == {"Successful"}, (action, answer.body)
+        answer = call(action, QueueUrl=queue_url, Entries=failing)
+        assert answer.status == 200 and set(answer.json()) == {"Failed"}, (action, answer.body)
 
 
 def test_a_batch_over_one_mebibyte_in_total_fails_with_batch_request_too_long(sqs, queue_url):
@@ -252,23 +296,24 @@ def test_change_message_visibility_batch_reports_bad_entries_in_band(sqs, queue_
     assert set(got) == {"a", "b", "c"}
     sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=got["b"]["ReceiptHandle"],
                                   VisibilityTimeout=0)
-    [b_again] = receive_all(sqs, queue_url, VisibilityTimeout=600)  # b's first handle is superseded
+    [b_again] = receive_all(sqs, queue_url, VisibilityTimeout=600)
     assert b_again["Body"] == "b"
+    sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=b_again["ReceiptHandle"])
     resp = sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=[
         {"Id": "ok", "ReceiptHandle": got["a"]["ReceiptHandle"], "VisibilityTimeout": 0},
         {"Id": "garbled", "ReceiptHandle": "nope", "VisibilityTimeout": 10},
-        {"Id": "stale", "ReceiptHandle": got["b"]["ReceiptHandle"], "VisibilityTimeout": 0},
+        {"Id": "deleted", "ReceiptHandle": got["b"]["ReceiptHandle"], "VisibilityTimeout": 0},
         {"Id": "range", "ReceiptHandle": got["c"]["ReceiptHandle"], "VisibilityTimeout": 43201},
     ])
     assert resp["ResponseMetadata"]["HTTPStatusCode"] == 200
     assert [s["Id"] for s in resp["Successful"]] == ["ok"]
     failed = _failed_by_id(resp)
-    assert set(failed) == {"garbled", "stale", "range"}
+    assert set(failed) == {"garbled", "deleted", "range"}
     _assert_failed(failed["garbled"], "ReceiptHandleIsInvalid")
-    _assert_failed(failed["stale"], "InvalidParameterValue")
+    _assert_failed(failed["deleted"], "InvalidParameterValue")
     _assert_failed(failed["range"], "InvalidParameterValue")
-    # a is visible; b stays with its second receive; c kept its 600 s.
-    assert counts(sqs, queue_url) == Counts(1, 2, 0)
+    # a is visible; b is gone; c kept its 600 s.
+    assert counts(sqs, queue_url) == Counts(1, 1, 0)
 
 
 def test_an_empty_change_visibility_batch_fails_with_empty_batch_request(sqs, queue_url):

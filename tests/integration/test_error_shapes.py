@@ -1,6 +1,7 @@
 """The JSON error shapes AWS answers: modeled SQS errors keep their shape name, the errors SQS
 inherited from the Query API come as AWS's common `...Exception` types, and the old code always
-rides in `x-amzn-query-error`, which botocore turns into `Error.Code`."""
+rides in `x-amzn-query-error`, which botocore turns into `Error.Code`. A bare GET on a queue URL is
+answered in XML whatever the Accept header asks for, as AWS does."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from support.wire import raw_json_call
+from support.wire import raw_json_call, send
 
 # (legacy code in Error.Code and the header, the JSON __type, the status) of the un-modeled errors.
 INVALID_PARAMETER_VALUE = ("InvalidParameterValue", "com.amazon.coral.service#InvalidParameterValueException", 400)
@@ -80,3 +81,13 @@ def test_the_raw_json_error_has_the_exact_type_and_query_error_header(server, qu
     assert response.json()["__type"] == json_type
     assert response.json()["message"]
     assert response.headers["x-amzn-query-error"] == f"{code};Sender"
+
+
+@pytest.mark.parametrize("accept", [None, "application/json"])
+def test_a_bare_get_on_a_queue_url_answers_xml_unknown_operation_whatever_the_accept_header(
+        server, queue_name, accept):
+    url = raw_json_call(server.endpoint, "CreateQueue", {"QueueName": queue_name}).json()["QueueUrl"]
+    response = send(url, "GET", None, {"Accept": accept} if accept else {})
+    assert response.status == 404
+    assert response.headers["content-type"].startswith("text/xml")
+    assert response.body == b"<UnknownOperationException/>"

@@ -171,7 +171,7 @@ def test_a_send_without_a_message_group_id_is_missing_a_parameter(sqs, make_queu
 
 def test_a_batch_entry_without_a_message_group_id_fails_the_whole_batch(sqs, make_queue):
     url = make_fifo(make_queue)
-    with raises_code("MissingParameter") as info:
+    with raises_code("InvalidParameterValue") as info:
         sqs.send_message_batch(QueueUrl=url, Entries=[
             {"Id": "ok", "MessageBody": "a", "MessageGroupId": "g", "MessageDeduplicationId": "d1"},
             {"Id": "nogroup", "MessageBody": "b", "MessageDeduplicationId": "d2"},

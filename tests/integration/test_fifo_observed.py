@@ -1,6 +1,7 @@
 """FIFO behaviour as observed on AWS: the queue of message groups, visibility
-changes of single messages, per-message delays, deduplication scope and purge, and
-SendMessageBatch entries without a group or a deduplication id.
+changes of single messages, per-message delays, deduplication scope (the one the queue was
+created with stays in force) and purge, and SendMessageBatch entries without a group or a
+deduplication id.
 
 A group is available while its first message is visible; available groups are served in
 the order in which they became available (a group re-enters behind the groups already
@@ -14,6 +15,7 @@ import uuid
 
 from support.fifo import body, delete_all, got, make_fifo, rcv, release, send, send_in_turn
 from support.sqs import Counts, counts, raises_code
+from support.wire import raw_json_call
 
 NO_DEDUPLICATION_ID = ("The queue should either have ContentBasedDeduplication enabled or "
                        "MessageDeduplicationId provided explicitly")
@@ -136,19 +138,39 @@ def test_a_non_zero_per_message_delay_is_refused_and_nothing_is_sent(sqs, make_q
     assert counts(sqs, url) == Counts(0, 0, 0)
 
 
-# --- (e) deduplication scope changed after creation, (f) purge -------------------------------
+# --- (e) deduplication scope changed after creation: reported, not applied; (f) purge -------------------------------
 
 
-def test_a_deduplication_scope_changed_to_message_group_applies_to_the_next_sends(sqs, make_queue):
+def test_switching_to_high_throughput_after_creation_is_reported_but_keeps_deduplicating_per_queue(
+        sqs, make_queue, clock):
     url = make_fifo(make_queue)
-    first = send(sqs, url, "a", 0, MessageDeduplicationId="same")
-    assert send(sqs, url, "b", 0, MessageDeduplicationId="same")["MessageId"] == first["MessageId"], \
-        "queue scope: the same id in another group is a duplicate"
-    sqs.set_queue_attributes(QueueUrl=url, Attributes={"DeduplicationScope": "messageGroup"})
-    in_c = send(sqs, url, "c", 0, MessageDeduplicationId="same")
-    assert in_c["MessageId"] != first["MessageId"], "group scope: another group's id is no duplicate"
-    assert send(sqs, url, "c", 1, MessageDeduplicationId="same")["MessageId"] == in_c["MessageId"]
+    first = send(sqs, url, "a", 0, MessageDeduplicationId="used")
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"DeduplicationScope": "messageGroup",
+                                                       "FifoThroughputLimit": "perMessageGroupId"})
+    reported = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert (reported["DeduplicationScope"], reported["FifoThroughputLimit"]) == ("messageGroup", "perMessageGroupId")
+    assert send(sqs, url, "b", 0, MessageDeduplicationId="used")["MessageId"] == first["MessageId"], \
+        "an id used in another group before the switch is still a duplicate"
+    fresh = send(sqs, url, "c", 0, MessageDeduplicationId="new-after-the-switch")
+    assert send(sqs, url, "d", 0, MessageDeduplicationId="new-after-the-switch")["MessageId"] == fresh["MessageId"], \
+        "an id first used after the switch is a duplicate in a new group too"
     assert sorted(got(rcv(sqs, url))) == ["a:0", "c:0"]
+    clock.advance(301)  # past the 5-minute deduplication interval, the id may be used again
+    assert send(sqs, url, "b", 1, MessageDeduplicationId="used")["MessageId"] != first["MessageId"]
+
+
+def test_a_queue_created_with_group_scope_deduplicates_per_group_after_switching_to_queue_scope(sqs, make_queue):
+    url = make_fifo(make_queue, DeduplicationScope="messageGroup", FifoThroughputLimit="perMessageGroupId")
+    first = send(sqs, url, "a", 0, MessageDeduplicationId="same")
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"FifoThroughputLimit": "perQueue",
+                                                       "DeduplicationScope": "queue"})
+    assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DeduplicationScope"])["Attributes"] == \
+        {"DeduplicationScope": "queue"}
+    assert send(sqs, url, "b", 0, MessageDeduplicationId="same")["MessageId"] != first["MessageId"]
+    in_c = send(sqs, url, "c", 0, MessageDeduplicationId="new-after-the-switch")
+    assert send(sqs, url, "d", 0, MessageDeduplicationId="new-after-the-switch")["MessageId"] != in_c["MessageId"]
+    assert send(sqs, url, "d", 1, MessageDeduplicationId="new-after-the-switch")["MessageId"] != in_c["MessageId"]
+    assert sorted(got(rcv(sqs, url))) == ["a:0", "b:0", "c:0", "d:0"]
 
 
 def test_a_purge_clears_the_deduplication_history(sqs, make_queue):
@@ -189,7 +211,20 @@ def test_a_batch_without_deduplication_ids_is_sent_with_content_based_deduplicat
 def test_a_batch_entry_without_a_group_fails_the_whole_batch_even_with_content_based_deduplication(
         sqs, make_queue):
     url = make_fifo(make_queue, ContentBasedDeduplication="true")
-    with raises_code("MissingParameter") as info:
+    with raises_code("InvalidParameterValue") as info:
         sqs.send_message_batch(QueueUrl=url, Entries=[_entry(0, MessageGroupId="g"), _entry(1)])
-    assert info.value.response["Error"]["Message"] == "The request must contain the parameter MessageGroupId."
+    error = info.value.response["Error"]
+    assert error["Message"] == "The request must contain the parameter MessageGroupId."
+    assert (error["QueryErrorCode"], error["Type"]) == ("InvalidParameterValueException", "Sender")
     assert counts(sqs, url) == Counts(0, 0, 0)
+
+
+def test_a_fifo_batch_without_a_group_answers_json_with_the_common_invalid_parameter_shape(server, queue_name):
+    url = raw_json_call(server.endpoint, "CreateQueue", {"QueueName": queue_name[:70] + ".fifo", "Attributes": {
+        "FifoQueue": "true", "ContentBasedDeduplication": "true"}}).json()["QueueUrl"]
+    resp = raw_json_call(server.endpoint, "SendMessageBatch", {"QueueUrl": url, "Entries": [
+        {"Id": "e0", "MessageBody": "no group"}]})
+    assert resp.status == 400
+    assert resp.headers["x-amzn-query-error"] == "InvalidParameterValue;Sender"
+    assert resp.json() == {"__type": "com.amazon.coral.service#InvalidParameterValueException",
+                           "message": "The request must contain the parameter MessageGroupId."}

@@ -109,19 +109,33 @@ def test_an_attribute_name_of_256_allowed_characters_is_accepted(sqs, queue_url)
     assert sent["MD5OfMessageAttributes"] == md5_of_attributes(attrs)
 
 
+@pytest.mark.parametrize("name", ["attr.1øßä", "Größe", "имя.поле", "名前_1", "ÅngströM-9"])
+def test_an_attribute_name_with_letters_of_any_script_is_accepted(sqs, queue_url, name):
+    attrs = {name: {"DataType": "String", "StringValue": "v"}}
+    sent = _send(sqs, queue_url, attrs)
+    assert sent["MD5OfMessageAttributes"] == md5_of_attributes(attrs)
+    (msg,) = receive(sqs, queue_url, MessageAttributeNames=[name])
+    assert msg["MessageAttributes"] == attrs
+    assert msg["MD5OfMessageAttributes"] == sent["MD5OfMessageAttributes"]
+
+
 @pytest.mark.parametrize("name", [
     "AWS.reserved",
     "aws.reserved",
     "Amazon.reserved",
     "AMAZON.reserved",
+    "aWs.øß",
     ".leading",
+    ".øß",
     "trailing.",
     "double..dot",
+    "ø..ß",
     "has space",
     "star*",
+    "smile😀",
     "x" * 257,
-], ids=["AWS.", "aws.", "Amazon.", "AMAZON.", "leading-dot", "trailing-dot", "double-dot",
-        "space", "star", "257-chars"])
+], ids=["AWS.", "aws.", "Amazon.", "AMAZON.", "aWs.-non-ascii", "leading-dot", "leading-dot-non-ascii",
+        "trailing-dot", "double-dot", "double-dot-non-ascii", "space", "star", "emoji", "257-chars"])
 def test_a_bad_message_attribute_name_is_rejected(sqs, queue_url, name):
     with raises_code("InvalidParameterValue"):
         _send(sqs, queue_url, {name: {"DataType": "String", "StringValue": "v"}})

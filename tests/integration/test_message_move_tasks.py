@@ -466,6 +466,45 @@ def test_a_task_whose_source_queue_is_gone_fails_and_leaves_the_messages_in_the_
     assert sorted(m["MessageId"] for m in drain(sqs, dlq)) == sorted(ids)
 
 
+def test_a_new_dead_letter_queue_inherits_nothing_of_deleted_queues_with_running_tasks(sqs, make_queue):
+    """The newest queues deleted, with a task still running: a queue created next is a queue of its own."""
+    source, dlq, dlq_arn, _ = _dead_lettered(sqs, make_queue, 20)
+    old_handle = sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
+    assert latest_task(sqs, dlq_arn)["Status"] == "RUNNING"
+    sqs.delete_queue(QueueUrl=source)
+    sqs.delete_queue(QueueUrl=dlq)
+    new_source, new_dlq, new_dlq_arn, new_ids = _dead_lettered(sqs, make_queue, 3)
+    assert tasks(sqs, new_dlq_arn) == []
+    sqs.start_message_move_task(SourceArn=new_dlq_arn)
+    task = wait_for_task(sqs, new_dlq_arn)
+    assert (task["Status"], task["ApproximateNumberOfMessagesMoved"]) == ("COMPLETED", 3), task
+    assert sorted(m["MessageId"] for m in drain(sqs, new_source)) == sorted(new_ids)
+    with pytest.raises(ClientError) as info:  # the deleted queue's task ended with it
+        sqs.cancel_message_move_task(TaskHandle=old_handle)
+    _assert_error(info, "ResourceNotFoundException")
+
+
+def test_deleting_the_source_of_a_running_task_ends_it_and_a_queue_of_the_same_name_starts_afresh(
+        sqs, make_queue):
+    source, dlq, dlq_arn, _ = _dead_lettered(sqs, make_queue, 20)
+    old_handle = sqs.start_message_move_task(SourceArn=dlq_arn, MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
+    sqs.delete_queue(QueueUrl=dlq)
+    dlq_name = dlq.rsplit("/", 1)[1]
+    assert make_queue(name=dlq_name) == dlq  # still named by the source's RedrivePolicy: a dead-letter queue
+    assert tasks(sqs, dlq_arn) == [], "the deleted queue's task is not the new queue's"
+    sqs.purge_queue(QueueUrl=source)  # what the old task moved back before the delete
+    ids = send_many(sqs, source, 2)
+    dead_letter_all(sqs, source, dlq, 2)
+    sqs.start_message_move_task(SourceArn=dlq_arn)
+    task = wait_for_task(sqs, dlq_arn)
+    assert (task["Status"], task["ApproximateNumberOfMessagesMoved"]) == ("COMPLETED", 2), task
+    assert len(tasks(sqs, dlq_arn)) == 1
+    assert sorted(m["MessageId"] for m in drain(sqs, source)) == sorted(ids)
+    with pytest.raises(ClientError) as info:
+        sqs.cancel_message_move_task(TaskHandle=old_handle)
+    _assert_error(info, "ResourceNotFoundException")
+
+
 # --- pacing ------------------------------------------------------------------------------
 
 

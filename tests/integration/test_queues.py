@@ -17,6 +17,7 @@ from support.sqs import (
     receive_all,
     send_bodies,
 )
+from support.wire import query_get, query_post
 
 ACCOUNT = "000000000000"
 
@@ -168,6 +169,34 @@ def test_get_queue_url_is_case_sensitive(sqs, queue_name):
         sqs.get_queue_url(QueueName=queue_name.upper())
 
 
+def _path(url: str) -> str:
+    return "/" + url.split("/", 3)[3]
+
+
+def _created_over_query(endpoint: str, name: str) -> str:
+    return str(query_post(endpoint, {"Action": "CreateQueue", "QueueName": name}).text("CreateQueueResult/QueueUrl"))
+
+
+# Query only: a Query request can be sent to a queue URL's path, a JSON one names its queue in the body.
+@pytest.mark.parametrize("method", ["POST", "GET"])
+@pytest.mark.parametrize("named", ["another queue", "the path's own queue"])
+def test_get_queue_url_sent_to_a_queue_url_over_query_answers_the_named_queues_url(server, queue_name, method, named):
+    path_queue = _created_over_query(server.endpoint, queue_name)
+    other = _created_over_query(server.endpoint, f"{queue_name}-other")
+    name, expected = (f"{queue_name}-other", other) if named == "another queue" else (queue_name, path_queue)
+    ask = query_post if method == "POST" else query_get
+    resp = ask(server.endpoint, {"Action": "GetQueueUrl", "QueueName": name}, path=_path(path_queue))
+    assert resp.status == 200, resp.body
+    assert resp.text("GetQueueUrlResult/QueueUrl") == expected
+
+
+def test_get_queue_url_sent_to_a_queue_url_of_an_unknown_queue_is_queue_does_not_exist(server, queue_name):
+    resp = query_post(server.endpoint, {"Action": "GetQueueUrl", "QueueName": "never-created-anywhere"},
+                      path=_path(_created_over_query(server.endpoint, queue_name)))
+    assert resp.status == 400, resp.body
+    assert resp.text("Error/Code") == "AWS.SimpleQueueService.NonExistentQueue"
+
+
 # --- ListQueues ------------------------------------------------------------------------
 
 
@@ -279,6 +308,25 @@ def test_deleting_a_queue_twice_fails_with_queue_does_not_exist(sqs, queue_url):
     sqs.delete_queue(QueueUrl=queue_url)
     with raises_modeled(sqs, "QueueDoesNotExist"):
         sqs.delete_queue(QueueUrl=queue_url)
+
+
+@pytest.mark.parametrize("action", ["DeleteMessage", "ChangeMessageVisibility"])
+def test_a_receipt_handle_of_a_deleted_queue_is_invalid_on_a_queue_of_the_same_name(sqs, queue_name, action):
+    url = sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="old")
+    [old] = receive(sqs, url, VisibilityTimeout=600)
+    sqs.delete_queue(QueueUrl=url)
+    assert sqs.create_queue(QueueName=queue_name)["QueueUrl"] == url  # the newest queue again, same name
+    sqs.send_message(QueueUrl=url, MessageBody="new")
+    [new] = receive(sqs, url, VisibilityTimeout=600)
+    with raises_modeled(sqs, "ReceiptHandleIsInvalid"):
+        if action == "DeleteMessage":
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=old["ReceiptHandle"])
+        else:
+            sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=old["ReceiptHandle"], VisibilityTimeout=0)
+    assert counts(sqs, url) == Counts(0, 1, 0)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=new["ReceiptHandle"])
+    assert counts(sqs, url) == Counts(0, 0, 0)
 
 
 def test_a_queue_recreated_right_after_deletion_starts_empty_with_fresh_attributes(

@@ -1,10 +1,12 @@
-"""Receipt handles after the visibility timeout ended (observed on AWS).
+"""Receipt handles after the visibility timeout ended, and handles of earlier receives (observed on AWS).
 
 A handle whose visibility timeout expired, with no receive since, is still the latest one:
 on a standard queue DeleteMessage deletes with it and ChangeMessageVisibility (0 included)
-succeeds; only a handle superseded by a later receive is stale. On a FIFO queue a handle
-whose message is no longer in flight under it fails as expired, with InvalidParameterValue,
-for DeleteMessage, ChangeMessageVisibility and their batch entries.
+succeeds. A handle superseded by a later receive still changes the message's visibility on a
+standard queue, but deletes nothing ("the request succeeds, but the message might not be
+deleted"). On a FIFO queue a handle whose message is no longer in flight under it fails as
+expired, with InvalidParameterValue, for DeleteMessage, ChangeMessageVisibility and their batch
+entries. A handle that is not one the queue issued is ReceiptHandleIsInvalid everywhere.
 """
 
 from __future__ import annotations
@@ -53,6 +55,42 @@ def test_a_handle_superseded_by_a_later_receive_deletes_nothing(sqs, queue_url, 
     assert counts(sqs, queue_url) == Counts(0, 0, 0)
 
 
+def test_a_visibility_change_with_an_earlier_receives_handle_acts_on_the_message(sqs, queue_url):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="m")
+    [first] = receive(sqs, queue_url, VisibilityTimeout=0)
+    [second] = receive(sqs, queue_url, VisibilityTimeout=3)
+    assert second["ReceiptHandle"] != first["ReceiptHandle"]
+    assert counts(sqs, queue_url) == Counts(0, 1, 0)
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0)
+    [again] = receive(sqs, queue_url, VisibilityTimeout=3)
+    assert again["MessageId"] == first["MessageId"]
+
+
+def test_an_earlier_receives_handle_hides_the_message_for_its_new_timeout(sqs, queue_url, clock):
+    first = _received(sqs, queue_url, visibility=0)
+    receive(sqs, queue_url, VisibilityTimeout=3)
+    resp = sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=[
+        {"Id": "earlier", "ReceiptHandle": first["ReceiptHandle"], "VisibilityTimeout": 60}])
+    assert [e["Id"] for e in resp["Successful"]] == ["earlier"] and "Failed" not in resp
+    clock.advance(4)  # past the later receive's 3 s: the 60 s set through the earlier handle run
+    assert counts(sqs, queue_url) == Counts(0, 1, 0)
+    clock.advance(57)
+    assert counts(sqs, queue_url) == Counts(1, 0, 0)
+
+
+@pytest.mark.parametrize("handle_of", ["another queue", "a changed character"])
+def test_a_handle_the_queue_did_not_issue_is_invalid_for_a_visibility_change(sqs, queue_url, make_queue, handle_of):
+    mine = _received(sqs, queue_url, visibility=60)["ReceiptHandle"]
+    if handle_of == "another queue":
+        handle = _received(sqs, make_queue(), visibility=60)["ReceiptHandle"]
+    else:
+        handle = mine[:10] + ("A" if mine[10] != "A" else "B") + mine[11:]
+    with pytest.raises(ClientError) as info:
+        sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0)
+    assert_code(info.value, "ReceiptHandleIsInvalid")
+    assert counts(sqs, queue_url) == Counts(0, 1, 0)
+
+
 def test_batches_with_expired_latest_handles_succeed_on_a_standard_queue(sqs, queue_url, clock):
     deleted, changed = _received(sqs, queue_url, "deleted"), _received(sqs, queue_url, "changed")
     clock.advance(6)
@@ -96,6 +134,19 @@ def test_a_fifo_visibility_change_with_an_expired_handle_is_invalid_and_changes_
         assert_code(info.value, "InvalidParameterValue")
         assert info.value.response["Error"]["Message"] == expired(message["ReceiptHandle"])
     assert counts(sqs, url) == Counts(1, 0, 0)
+
+
+def test_a_fifo_visibility_change_with_an_earlier_receives_handle_is_invalid(sqs, make_queue):
+    url = make_fifo(make_queue)
+    send(sqs, url, "g", 0)
+    [first] = rcv(sqs, url, VisibilityTimeout=0)
+    [second] = rcv(sqs, url, VisibilityTimeout=60)
+    assert got([first, second]) == ["g:0", "g:0"]
+    with pytest.raises(ClientError) as info:
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0)
+    assert_code(info.value, "InvalidParameterValue")
+    assert info.value.response["Error"]["Message"] == expired(first["ReceiptHandle"])
+    assert counts(sqs, url) == Counts(0, 1, 0)
 
 
 def test_fifo_batch_entries_with_an_expired_handle_fail_alone_with_the_same_error(sqs, make_queue, clock):

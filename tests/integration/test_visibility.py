@@ -1,4 +1,4 @@
-"""Visibility timeouts and ChangeMessageVisibility."""
+"""Visibility timeouts and ChangeMessageVisibility, and the order in which messages come back."""
 
 from __future__ import annotations
 
@@ -179,22 +179,6 @@ def test_change_message_visibility_with_a_garbled_handle_fails_with_receipt_hand
                                       VisibilityTimeout=10)
 
 
-def test_change_message_visibility_with_a_stale_handle_leaves_the_current_receive_alone(
-        sqs, queue_url, clock):
-    first = _one(sqs, queue_url, VisibilityTimeout=5)
-    clock.advance(6)
-    (second,) = receive(sqs, queue_url, VisibilityTimeout=600)
-    try:
-        sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=first["ReceiptHandle"],
-                                      VisibilityTimeout=0)
-    except ClientError as e:
-        # AWS answers InvalidParameterValue ("Message does not exist or is not available
-        # for visibility timeout change"); the modeled errors are acceptable too.
-        assert_code(e, *NOT_CHANGEABLE)
-    assert counts(sqs, queue_url) == Counts(0, 1, 0)
-    assert second["MessageId"] == first["MessageId"]
-
-
 def test_a_deleted_message_cannot_be_made_visible_again(sqs, queue_url):
     msg = _one(sqs, queue_url)
     sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=msg["ReceiptHandle"])
@@ -207,3 +191,28 @@ def test_a_deleted_message_cannot_be_made_visible_again(sqs, queue_url):
         assert_code(e, *NOT_CHANGEABLE)
     assert counts(sqs, queue_url) == Counts(0, 0, 0)
     assert receive(sqs, queue_url) == []
+
+
+# --- the order of redelivery: among visible messages the older send comes first (as AWS answers) ----
+
+
+def test_a_message_whose_visibility_ended_comes_back_before_one_sent_while_it_was_hidden(sqs, queue_url, clock):
+    sqs.send_message(QueueUrl=queue_url, MessageBody="test1")
+    [first] = receive(sqs, queue_url, VisibilityTimeout=3)
+    clock.advance(1.5)
+    sqs.send_message(QueueUrl=queue_url, MessageBody="test2")
+    clock.advance(3)
+    [again] = receive(sqs, queue_url)
+    assert (again["Body"], again["MessageId"]) == ("test1", first["MessageId"])
+    [later] = receive(sqs, queue_url)
+    assert later["Body"] == "test2"
+
+
+def test_a_message_made_visible_again_comes_back_before_the_backlog_sent_with_it(sqs, queue_url, clock):
+    sqs.send_message_batch(QueueUrl=queue_url, Entries=[{"Id": b, "MessageBody": b} for b in ("a", "b", "c")])
+    [a] = receive(sqs, queue_url, VisibilityTimeout=60)
+    assert a["Body"] == "a"
+    clock.advance(1)  # b and c have been visible for a second when a becomes visible again
+    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=a["ReceiptHandle"], VisibilityTimeout=0)
+    assert [m["Body"] for m in receive(sqs, queue_url, VisibilityTimeout=60)] == ["a"]
+    assert [m["Body"] for m in receive(sqs, queue_url, VisibilityTimeout=60)] == ["b"]

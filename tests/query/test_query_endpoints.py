@@ -33,8 +33,7 @@ def test_a_get_on_the_queue_url_sends_with_the_parameters_in_the_query_string(se
     assert received.text("ReceiveMessageResult/Message/MessageId") == sent.text("SendMessageResult/MessageId")
 
 
-@pytest.mark.parametrize("action, extra", [("CreateQueue", {"QueueName": "{queue_name}-other"}), ("ListQueues", {}),
-                                           ("GetQueueUrl", {"QueueName": "{queue_name}"})])
+@pytest.mark.parametrize("action, extra", [("CreateQueue", {"QueueName": "{queue_name}-other"}), ("ListQueues", {})])
 @pytest.mark.parametrize("method", ["POST", "GET"])
 def test_an_action_that_is_not_queue_scoped_on_a_queue_url_is_invalid_action(server, queue_name, action, extra, method):
     url = _create(server.endpoint, queue_name)

@@ -17,8 +17,9 @@ exceptions, paginators) is botocore's own.
 With `json_compatible` (the default) a parsed response also carries what botocore's JSON client
 gives, so one test body's assertions hold over both protocols:
 - list members that XML cannot send empty (a flattened list with no items has no element) but
-  JSON does: the model's required lists (`Successful`/`Failed` of the batches, `queueUrls` of
-  ListDeadLetterSourceQueues) and the `Results` of ListMessageMoveTasks, as [];
+  the server's JSON does: `queueUrls` of ListDeadLetterSourceQueues and `Results` of
+  ListMessageMoveTasks, as [] (other empty lists, like a batch's `Failed`, JSON leaves out too,
+  as AWS does);
 - `Error.QueryErrorCode`: the modeled shape name whose legacy code the server sent, or the common
   `...Exception` name of an error inherited from the Query API (the JSON client reads it from
   `__type`; Query sends only the legacy code, which stays in `Error.Code`).
@@ -44,8 +45,8 @@ COMMON_ERROR_SHAPES = {
     "InvalidParameterValue": "InvalidParameterValueException",
     "MissingParameter": "MissingRequiredParameterException",
 }
-# Lists the server's JSON always carries, even empty, that the model does not mark required.
-ALWAYS_LISTED = {"ListMessageMoveTasks": ("Results",)}
+# Lists the server's JSON always carries, even empty.
+ALWAYS_LISTED = {"ListMessageMoveTasks": ("Results",), "ListDeadLetterSourceQueues": ("queueUrls",)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -97,9 +98,5 @@ def _like_json(parsed: dict[str, Any], model: Any, shapes_by_code: dict[str, str
         if shape is not None:
             error.setdefault("QueryErrorCode", shape)
         return
-    output = model.output_shape
-    if output is None:
-        return
-    for name in (*output.required_members, *ALWAYS_LISTED.get(model.name, ())):
-        if name not in parsed and output.members[name].type_name == "list":
-            parsed[name] = []
+    for name in ALWAYS_LISTED.get(model.name, ()):
+        parsed.setdefault(name, [])

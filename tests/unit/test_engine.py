@@ -292,11 +292,11 @@ def test_a_move_task_is_started_listed_and_cancelled_through_the_engine(tmp_path
                                                                    '"maxReceiveCount":"1"}')
         await engine.send_messages(dead_letters, [message(str(n)) for n in range(3)], sender_id="me")
         handle = await engine.start_move_task(dead_letters, destination_arn=source.arn, rate=1)  # a message a step
-        [task] = await engine.list_move_tasks(dead_letters.arn, max_results=10)
+        [task] = await engine.list_move_tasks(dead_letters, max_results=10)
         assert (task.handle, task.source_arn, task.destination_arn, task.rate, task.to_move) == (
             handle, dead_letters.arn, source.arn, 1, 3)
         moved = await engine.cancel_move_task(handle)
-        [task] = await engine.list_move_tasks(dead_letters.arn, max_results=10)
+        [task] = await engine.list_move_tasks(dead_letters, max_results=10)
         assert task.status in ("CANCELLING", "CANCELLED") and task.moved == moved < 3
         with pytest.raises(errors.ResourceNotFound):
             await engine.cancel_move_task(handle)
