@@ -1,13 +1,13 @@
 -- Subscriptions: several receivers of one queue, each a queue row of its own
 -- (named `<queue>~<subscription>`) with its own narrow delivery rows; the body is stored once.
--- body_id: NULL for an unshared row (its body has the row's own id: the hot path as before);
+-- body_id: NULL for an unshared row (its body has the row's own id: nothing more on the hot path);
 -- set on every row that shares a body (the queue's own row too, body_id = id).
 ALTER TABLE messages ADD COLUMN body_id INTEGER;
 -- Partial: rows without a shared body (all of them on queues without subscriptions) pay nothing.
 CREATE INDEX messages_by_body ON messages (body_id) WHERE body_id IS NOT NULL;
 
--- Only DELETEs in these triggers, then; migration 0004 found that an UPDATE costs nothing when it cannot
--- fail a NOT NULL (scripts/BENCHMARKS.md, "Subscriptions (issue 22)").
+-- Only DELETEs in these triggers: an UPDATE costs nothing only when it cannot fail a NOT NULL (see 0004;
+-- docs/benchmarks.md).
 DROP TRIGGER message_bodies_follow_messages;
 CREATE TRIGGER message_bodies_follow_messages AFTER DELETE ON messages WHEN old.body_id IS NULL
 BEGIN

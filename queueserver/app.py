@@ -8,6 +8,8 @@ The SQS endpoint is a plain ASGI callable that builds the request from the ASGI 
 it is every request's path, and starlette's Request/Response/routing would cost more than
 the protocol work there (scripts/BENCHMARKS.md, "Measurements behind code choices").
 Starlette serves the rest (the test clock, the console), where convenience matters more.
+A browser that opens the server's address (GET / asking for HTML, no action) is sent to the console,
+and gets an icon at /favicon.ico; SDKs never ask for either.
 
 With credentials on, /metrics wants a signed request of a key whose identity policy allows
 `queueserver:GetMetrics` (it names every account's queues), and moving the test clock wants a key
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import time
+from importlib.resources import files
 from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, MutableMapping
@@ -48,7 +51,8 @@ from queueserver.tallies import LATENCY_BOUNDS, ConnectionTally, RequestTally
 CLOCK_PATH = "/_queueserver/clock"
 CLOCK_BODY_BYTES = 1024  # {"advance_seconds": N}
 GET_METRICS = "queueserver:GetMetrics"  # the IAM action a key's identity policy must allow to read /metrics
-_GET = frozenset({"GET"})  # /metrics, /health and /ready: no queue URL has one path segment
+_GET = frozenset({"GET"})  # /metrics, /health, /ready and /favicon.ico: no queue URL has one path segment
+_OPERATIONS = ("metrics", "health", "ready")  # what the metrics listener serves too
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,8 @@ ROUTES: tuple[RouteRule, ...] = (
     RouteRule("metrics", "/metrics", _body_limit, _GET),
     RouteRule("health", "/health", _body_limit, _GET),
     RouteRule("ready", "/ready", _body_limit, _GET),
+    RouteRule("favicon", "/favicon.ico", _body_limit, _GET),
+    RouteRule("home", "/", _body_limit, _GET),  # a browser's GET goes to the console; an SDK's is an SQS request
     RouteRule("clock", CLOCK_PATH, _clock_limit),
     RouteRule("console", CONSOLE_PREFIX, _form_limit, prefix=True),  # when the console is on
     RouteRule("sqs", "/", _body_limit, prefix=True),
@@ -261,8 +267,25 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
         assert console is not None
         await console(scope, replay(body, receive), send)
 
+    icon = HttpResponse(200, {"content-type": "image/x-icon", "cache-control": "max-age=86400"},
+                        files("queueserver.console").joinpath("static/favicon.ico").read_bytes())
+
+    async def favicon_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
+                            send: Any, started: float) -> None:
+        await _send(send, icon)
+
+    async def home_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
+                         send: Any, started: float) -> None:
+        """GET /: a browser's (no action, asks for HTML) is sent to the console; any other is an SQS request."""
+        if (console is not None and not scope.get("query_string") and "text/html" in headers.get("accept", "")
+                and guard.refusal(headers) is None):
+            await _send(send, HttpResponse(302, {"location": CONSOLE_PREFIX + "/", "cache-control": "no-store"}, b""))
+            return
+        await sqs(scope, headers, body, receive, send, started)
+
     handlers: dict[str, Handler] = {"metrics": operations_route, "health": operations_route,
-                                    "ready": operations_route, "clock": clock_route, "sqs": sqs}
+                                    "ready": operations_route, "favicon": favicon_route, "home": home_route,
+                                    "clock": clock_route, "sqs": sqs}
     if console is not None:
         handlers["console"] = console_route
     served = [rule for rule in ROUTES if rule.name in handlers]
@@ -310,7 +333,7 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
     def refusal(kind: str, scope: dict[str, Any], headers: dict[str, str],
                 error: errors.RequestTooLarge) -> HttpResponse:
         """413 for a body over the route's limit, in the SQS protocol on its endpoint; the rest is not read."""
-        if kind == "sqs":
+        if kind in ("sqs", "home"):
             response = dispatcher.refuse(_http_request(scope, headers, b"", default_host), error)
         else:
             response = _plain(413, error.message)
@@ -318,7 +341,7 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
         return response
 
     operations_limit = limits["metrics"]
-    operation_paths = frozenset(rule.path for rule in ROUTES if rule.methods == _GET)
+    operation_paths = frozenset(rule.path for rule in ROUTES if rule.name in _OPERATIONS)
 
     async def metrics_listener(scope: dict[str, Any], receive: Any, send: Any) -> None:
         """The metrics listener: GET /metrics, /health and /ready, unsigned; nothing else. Its bodies pass

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 
+from queueserver import __version__
 from queueserver.admin_cli import COMMANDS as ADMIN_COMMANDS
 from queueserver.admin_cli import add_commands as add_admin_commands
 from queueserver.admin_cli import run as run_admin
@@ -18,10 +19,11 @@ from queueserver.errors import ConfigError, CredentialsError, StartupError
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="queueserver", description="A durable SQS-compatible queue server on SQLite.")
+    parser.add_argument("--version", action="version", version=f"queueserver {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the server",
                                 epilog="every option is also a config file key and a QUEUESERVER_* variable "
-                                       "(README, Config file)")
+                                       "(docs: Configuration)")
     add_options(serve)
     db = os.environ.get("QUEUESERVER_DB", ServerConfig().db_path)  # the server's, in a container too
     backup = commands.add_parser("backup", help="copy the database safely, also while the server runs")

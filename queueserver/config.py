@@ -37,9 +37,9 @@ class QueueDeclaration:
     max_receive_count: int | None = None
 
 
-_LIMITS = "limits on what one client may hold (README, Limits)"
-_BROWSERS = "browsers and host names (README, Browsers)"
-_REPLICATION = "replication to another machine, with Litestream (README, Replication)"
+_LIMITS = "limits on what one client may hold (docs: Security, Limits)"
+_BROWSERS = "browsers and host names (docs: Security, Browsers and host names)"
+_REPLICATION = "replication to another machine, with Litestream (docs: Operations, Replication)"
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class ServerConfig:
     keep_alive_timeout: float = setting(5.0, "seconds an idle connection is kept open between requests",
                                         group=_LIMITS)
     max_connections: int = setting(1000, "connections beyond it are answered 503 and closed at once", group=_LIMITS)
-    # Each subscription is a receiver every send reaches (README, "Extension: subscriptions").
+    # Each subscription is a receiver every send reaches (docs: Subscriptions).
     max_subscriptions: int = setting(MAX_SUBSCRIPTIONS, "subscriptions one queue may have; one more gets OverLimit",
                                      group=_LIMITS)
     # A scrape's size and cost grow with the queues it lists one by one (2.2 KB each, 3.7 KB with long names).
@@ -97,22 +97,22 @@ class ServerConfig:
         name="credentials", metavar="FILE")
     tls_cert: str | None = setting(None, "serve HTTPS with this certificate (PEM)", metavar="FILE")
     tls_key: str | None = setting(None, "the private key of --tls-cert (PEM)", metavar="FILE")
-    # Forwarding headers name the client and its scheme only when a proxy we trust adds them (README, "Proxies").
+    # Forwarding headers name the client and its scheme only when a proxy we trust adds them (docs: Security, Proxies).
     trusted_proxies: tuple[str, ...] = setting(
         (), "the address or network (10.0.0.0/8) of a reverse proxy whose X-Forwarded-For and X-Forwarded-Proto "
             "are believed; repeat or separate with commas. Without it they are ignored", name="trusted_proxy",
         metavar="ADDRESS")
-    # A listener for a scraper that cannot sign (README, Metrics): reached by those its address lets in.
+    # A listener for a scraper that cannot sign (docs: Operations, Metrics): reached by those its address lets in.
     metrics_listen: str | None = setting(
         None, "HOST:PORT of a second listener that serves only /metrics, /health and /ready, unsigned even "
               "with --credentials (port 0 picks a free one)", metavar="HOST:PORT")
-    # The web console under /console (README, "Web console"): None is on when listening on loopback only.
+    # The web console under /console (docs: Web console): None is on when listening on loopback only.
     console: bool | None = setting(None, "the web console under /console (default: on when --host is a loopback "
                                          "address)")
-    # Logs (README, "Operations"): "text" or "json" lines, and an access log line per request.
+    # Logs (docs: Operations, Logs): "text" or "json" lines, and an access log line per request.
     log_format: str = setting("text", "json: one JSON object a line, for log shippers", choices=("text", "json"))
     access_log: bool = setting(False, "a line per request: action, queue, HTTP status, duration")
-    # Litestream beside the server (README, "Replication"): off unless a replica is named.
+    # Litestream beside the server (docs: Operations, Replication): off unless a replica is named.
     replicate: str | None = setting(
         None, "stream the database to this replica with Litestream (the replicate extra): a folder, file://, "
               "s3://BUCKET/PATH or sftp://USER@HOST/PATH", group=_REPLICATION, metavar="URL")
@@ -144,7 +144,7 @@ class ServerConfig:
 
     @property
     def console_enabled(self) -> bool:
-        """With --credentials the console asks for an access key and secret (README, "Web console")."""
+        """With --credentials the console asks for an access key and secret (docs: Web console)."""
         if self.console is not None:
             return self.console
         return self.host in ("127.0.0.1", "::1", "localhost") or self.host.startswith("127.")

@@ -71,7 +71,7 @@ def settings(config_class: type = ServerConfig) -> list[Setting]:
 def add_options(parser: argparse.ArgumentParser) -> None:
     """One option per setting; none has an argparse default, so that a missing one falls through."""
     parser.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
-                        help=f"a TOML config file (README, Config file); also ${CONFIG_ENV}")
+                        help=f"a TOML config file (docs: Configuration); also ${CONFIG_ENV}")
     groups: dict[str, Any] = {}
     for s in settings():
         target = parser if not s.group else groups.setdefault(s.group, parser.add_argument_group(s.group))
@@ -223,7 +223,7 @@ def _attribute_text(value: Any, where: str) -> str:
 
 
 def reference_table() -> str:
-    """The README's settings reference (README, Config file), made from the declaration so it cannot drift."""
+    """The settings table of docs/configuration.md, made from the declaration so it cannot drift."""
     lines = ["| key | option | environment | type | default | meaning |", "|---|---|---|---|---|---|"]
     for s in settings():
         kind = f"one of {', '.join(s.choices)}" if s.choices else \

@@ -14,7 +14,7 @@ from queueserver.limits import DEFAULT_REGION
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:9324"
 
-# Exit codes (README, Admin CLI).
+# Exit codes (docs: Operations, Admin CLI).
 OK = 0
 SQS_ERROR = 1  # the server answered with an error
 USAGE = 2  # argparse's own code for bad arguments

@@ -130,7 +130,7 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
                     home_region=config.region)
 
     async def old_queue_page(request: Request) -> Response:
-        """/queues/<region>/<name>, the form before accounts: the viewer's own account's queue."""
+        """/queues/<region>/<name>, the short form without an account: the viewer's own account's queue."""
         viewer = access.viewer(request)
         assert viewer is not None
         path = _queue_path(request.path_params["region"], viewer.account, request.path_params["name"])
@@ -176,10 +176,11 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         attributes = (await calls.call("GetQueueAttributes", region, {"QueueUrl": url, "AttributeNames": ["All"]},
                                        as_viewer))["Attributes"]
         redrive = attributes.pop("RedrivePolicy", None)
-        shown.update(attributes=attributes, redrive_policy=json.loads(redrive) if redrive else None)
+        shown.update(attributes=views.attributes_view(attributes),
+                     redrive_policy=json.loads(redrive) if redrive else None)
         if viewer.may("ListMessageMoveTasks", arn):
-            shown["tasks"] = (await calls.call("ListMessageMoveTasks", region, {"SourceArn": arn, "MaxResults": 10},
-                                               as_viewer)).get("Results", [])
+            tasks = await calls.call("ListMessageMoveTasks", region, {"SourceArn": arn, "MaxResults": 10}, as_viewer)
+            shown["tasks"] = [views.task_view(task) for task in tasks.get("Results", [])]
         if viewer.may("ListDeadLetterSourceQueues", arn):
             sources = (await calls.call("ListDeadLetterSourceQueues", region, {"QueueUrl": url},
                                         as_viewer))["queueUrls"]

@@ -28,6 +28,13 @@ PAGE = 100  # queues a page, ListQueues' page
 SCAN = 10 * PAGE  # queues looked at for a page at most
 SUBSCRIPTIONS_SHOWN = 10  # under each queue; its page lists them all
 SOURCES_SHOWN = 10  # "DLQ of …"
+# Queue attributes that SQS gives in epoch seconds; the console shows them as dates.
+_SECONDS_ATTRIBUTES = ("CreatedTimestamp", "LastModifiedTimestamp")
+
+
+def utc(epoch_ms: int | float | str) -> str:
+    """An instant as a person reads it: `2026-05-01 12:00:00 UTC`."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(int(epoch_ms) / 1000))
 
 
 @dataclass
@@ -259,7 +266,18 @@ def server_info(engine: QueueEngine, db_path: str, started: float, fsync: FsyncW
                       int(time.monotonic() - started), not engine.observe.known_problems(),
                       engine.observe.known_problems(), engine.queue_count(),
                       fsync.latency(storage.fsync_seconds), storage.failed_fsyncs, storage.outages,
-                      None if last is None else (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(last[0])), last[1]))
+                      None if last is None else (utc(last[0] * 1000), last[1]))
+
+
+def attributes_view(attributes: dict[str, str]) -> dict[str, str]:
+    """A queue's attributes as its page lists them: the timestamps as dates."""
+    return {name: utc(int(value) * 1000) if name in _SECONDS_ATTRIBUTES and value.isdigit() else value
+            for name, value in attributes.items()}
+
+
+def task_view(task: dict[str, Any]) -> dict[str, Any]:
+    """A message move task (ListMessageMoveTasks' shape) as the queue page lists it: its start as a date."""
+    return {**task, "Started": utc(task["StartedTimestamp"]) if "StartedTimestamp" in task else ""}
 
 
 def message_view(message: dict[str, Any]) -> dict[str, Any]:
@@ -268,7 +286,7 @@ def message_view(message: dict[str, Any]) -> dict[str, Any]:
     return {"id": message["MessageId"], "body": message["Body"], "state": message.get("State", ""),
             "receive_count": attributes.get("ApproximateReceiveCount", "0"),
             "group": attributes.get("MessageGroupId", ""),
-            "sent": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(int(attributes.get("SentTimestamp", "0")) / 1000)),
+            "sent": utc(attributes.get("SentTimestamp", "0")),
             "attributes": {name: value.get("StringValue", value.get("BinaryValue", ""))
                            for name, value in message.get("MessageAttributes", {}).items()},
             "system": attributes}
@@ -278,6 +296,5 @@ def replication_view(report: ReplicationReport) -> dict[str, Any]:
     """The replication row of the server page: the /ready figures, the last error's time in UTC."""
     shown = report.as_dict()
     if report.last_error is not None:
-        shown["last_error"] = (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(report.last_error[0])),
-                               report.last_error[1])
+        shown["last_error"] = (utc(report.last_error[0] * 1000), report.last_error[1])
     return shown

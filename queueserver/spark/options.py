@@ -53,7 +53,7 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
 
 @dataclass(frozen=True)
 class ReadSettings:
-    """What the readers need. See the README's Spark section for each option."""
+    """What the readers need. See docs/spark.md for each option."""
 
     connection: Connection
     visibility_timeout: int = 30

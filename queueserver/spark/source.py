@@ -27,7 +27,7 @@ FORMAT = "queueserver"
 
 
 class QueueDataSource(DataSource):  # type: ignore[misc]
-    """Reads and writes SQS queues; see the README's Spark section for the options."""
+    """Reads and writes SQS queues; see docs/spark.md for the options."""
 
     @classmethod
     def name(cls) -> str:

@@ -1,10 +1,10 @@
-"""Every action, every way in, every kind of principal: allowed or refused as the README's table says.
+"""Every action, every way in, every kind of principal: allowed or refused as docs/security.md's table says.
 
 The cases are generated from the server's own tables: the actions from the dispatch table
 (`queueserver.protocol.dispatch.ACTIONS`: the 23 SQS actions and the 4 queueserver extensions), the
-expected rule of each from the README's "Who may run each action" table, the console's forms from
+expected rule of each from docs/security.md's "Who may run each action" table, the console's forms from
 `queueserver.console.actions.FORM_ACTIONS` (and its create form), the admin CLI's commands from
-`queueserver.admin_cli.COMMANDS`. An action with no row in the README, no request here, or a form or
+`queueserver.admin_cli.COMMANDS`. An action with no row in that table, no request here, or a form or
 command the matrix does not drive fails `test_every_action_form_and_command_has_a_rule_and_a_request`.
 
 The ways in: the four signed wire ways (JSON, Query form POST, Query GET signed in its Authorization
@@ -57,7 +57,7 @@ MATRIX_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [
      "Action": "sqs:ReceiveMessage"}]})
 
 
-# -- the README's rules -----------------------------------------------------------------
+# -- the documented rules ----------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Rule:
@@ -69,11 +69,12 @@ _ANOTHER_ACCOUNT = {"acts in its own account": "own", "where the queue's Policy 
                     "only where the queue's Policy names the action": "named", "never": "never"}
 
 
-def readme_rules() -> dict[str, Rule]:
-    """The README's table: action -> Rule (a row of several actions pairs them with its IAM actions in order)."""
-    section = (REPO_ROOT / "README.md").read_text().split("**Who may run each action.**", 1)[1]
+def documented_rules() -> dict[str, Rule]:
+    """docs/security.md's table: action -> Rule (a row of several actions pairs them with its IAM actions in order)."""
+    lines = (REPO_ROOT / "docs" / "security.md").read_text().split("\n## Who may run each action\n", 1)[1].splitlines()
+    header = next(index for index, line in enumerate(lines) if line.startswith("| action |"))
     rules = {}
-    for line in section.split("\n\n", 2)[1].splitlines()[2:]:
+    for line in itertools.takewhile(lambda line: line.startswith("|"), lines[header + 2:]):
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         actions = re.findall(r"`(\w+)`", cells[0])
         required = re.findall(r"`(sqs:\w+)`", cells[1])
@@ -83,11 +84,11 @@ def readme_rules() -> dict[str, Rule]:
     return rules
 
 
-RULES = readme_rules()
+RULES = documented_rules()
 
 
 def allowed(rule: Rule, principal: str) -> bool:
-    """What the README's rules say of this principal."""
+    """What the documented rules say of this principal."""
     if principal == "owner":
         return True
     if principal == "identity-denied":  # an explicit Deny in either policy wins
@@ -312,8 +313,8 @@ def test_the_docstring_states_the_size_of_the_matrix() -> None:
 
 
 def test_every_action_form_and_command_has_a_rule_and_a_request() -> None:
-    assert sorted(set(ACTIONS) - set(RULES)) == [], "actions the README's table gives no rule"
-    assert sorted(set(RULES) - set(ACTIONS)) == [], "rules in the README for actions the server does not have"
+    assert sorted(set(ACTIONS) - set(RULES)) == [], "actions docs/security.md's table gives no rule"
+    assert sorted(set(RULES) - set(ACTIONS)) == [], "rules in docs/security.md for actions the server does not have"
     assert sorted(set(ACTIONS) ^ set(REQUESTS)) == [], "actions without a request here (or requests of none)"
     offered = {action for pair in FORM_ACTIONS.values() for action in pair if action} | {"CreateQueue"}
     assert sorted(offered ^ set(CONSOLE)) == [], "console forms the matrix does not post (or posts that none offers)"
@@ -351,7 +352,7 @@ def test_each_way_in_allows_or_refuses_each_principal_as_the_readme_says(
         matrix: Matrix, action: str, way: str, principal: str, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     rule = RULES.get(action)
-    assert rule is not None, f"the README's table gives no rule for {action}"
+    assert rule is not None, f"docs/security.md's table gives no rule for {action}"
     expected = "allowed" if allowed(rule, principal) else "refused"
     key_id = PRINCIPALS[principal]
     kit = matrix.kit

@@ -1,4 +1,4 @@
-"""A body shared by a queue and its subscriptions (issue 22) is counted by its deliveries: QueueEngine
+"""A body shared by a queue and its subscriptions is counted by its deliveries: QueueEngine
 in-process on a real SQLite file and a manual clock, through the paths the wire tests cannot drive
 at will (the retention sweep, a second dead-letter move of a body shared in between), the rows
 counted in the file after each step."""
