@@ -1,30 +1,23 @@
-"""The one launcher and the clients of the scripts and of the test suite (no pytest in here).
+"""The benchmarks' server processes and their boto3 client.
 
-Start a server on a free port and wait for its READY line (optionally pinned to a core
-with taskset, for the benchmarks), run one that must refuse to start, run the admin
-commands, move a `--test-clock` server's clock, and build boto3 clients that never retry
-(a retry would hide whether the first attempt landed). tests/support imports it from here:
-the scripts must not import from tests/. The benchmarks' raw HTTP client is scripts/benchclient.py.
+Start a server on a free port and wait for its READY line (pinned to a core with taskset, and
+read through /proc for its CPU and memory), and build boto3 clients that never retry. The
+benchmarks' raw HTTP client is scripts/benchclient.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue as queue_module
 import re
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
-import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -34,9 +27,6 @@ from botocore.exceptions import BotoCoreError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ACCOUNT = "000000000000"
-CHROMIUM = os.environ.get("QUEUESERVER_CHROMIUM", "/usr/bin/chromium")  # Debian's, never `playwright install`
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 READY_RE = re.compile(r"^READY (https?://127\.0\.0\.1:(\d+))$")
 
 
@@ -179,103 +169,6 @@ def running(db_path: str | os.PathLike[str], *extra_args: str) -> Iterator[Serve
         finally:
             proc.ensure_dead()
 
-
-@dataclass
-class Refusal:
-    returncode: int | None  # None: it did not exit (it printed READY, or hung) and was killed
-    stdout: str
-    stderr: str
-
-
-def try_serve(db_path: str | os.PathLike[str], *extra_args: str, timeout: float = 15) -> Refusal:
-    """Run `serve` where it should refuse to start: wait until it exits, prints READY, or times out."""
-    cmd = [sys.executable, "-m", "queueserver", "serve", "--host", "127.0.0.1", "--port", "0",
-           "--db", str(db_path), *extra_args]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=_env(), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out: list[str] = []
-    reader = threading.Thread(target=lambda: out.extend(proc.stdout or []), daemon=True)
-    reader.start()
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None and time.monotonic() < deadline and not any("READY" in line for line in out):
-        time.sleep(0.05)
-    rc = proc.poll()
-    if rc is None:
-        proc.kill()
-    err = proc.stderr.read() if proc.stderr else ""
-    proc.wait()
-    reader.join(5)
-    for stream in (proc.stdout, proc.stderr):
-        if stream is not None:
-            stream.close()
-    return Refusal(rc, "".join(out), err)
-
-
-def run_queueserver(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run `python -m queueserver ARGS…` to completion (backup, check, a serve that must refuse)."""
-    return subprocess.run([sys.executable, "-m", "queueserver", *args], cwd=REPO_ROOT, env=_env(),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def sh(*cmd: str) -> str:
-    """Run a command that must succeed (mount, umount, …); returns its stdout."""
-    result = subprocess.run(list(cmd), capture_output=True, text=True, timeout=60, check=False)
-    if result.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({result.returncode}): {result.stderr.strip()}")
-    return result.stdout
-
-
-def integrity(db_path: str | os.PathLike[str]) -> str:
-    conn = sqlite3.connect(db_path)
-    try:
-        return "; ".join(row[0] for row in conn.execute("PRAGMA integrity_check"))
-    finally:
-        conn.close()
-
-
-
-class ClockControl:
-    """Drives a `--test-clock` server's manual clock through /_queueserver/clock."""
-
-    def __init__(self, endpoint: str):
-        self.url = endpoint.rstrip("/") + "/_queueserver/clock"
-
-    def _call(self, method: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
-        data = json.dumps(payload).encode() if payload is not None else None
-        req = urllib.request.Request(self.url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            assert resp.status == 200
-            result: dict[str, Any] = json.loads(resp.read())
-            return result
-
-    def now_ms(self) -> int:
-        return int(self._call("GET")["now_ms"])
-
-    def timers(self) -> int:
-        """Wake-ups pending on the server's manual clock: each waiting long poll has one."""
-        return int(self._call("GET")["timers"])
-
-    def wait_for_timers(self, count: int, timeout: float = 10) -> None:
-        """Until at least `count` wake-ups are pending: a long poll started has reached its wait."""
-        deadline = time.monotonic() + timeout
-        while self.timers() < count:
-            assert time.monotonic() < deadline, f"no {count} long polls were waiting after {timeout}s"
-            time.sleep(0.01)
-
-    def advance(self, seconds: float) -> int:
-        """Move the clock forward; returns the new now_ms."""
-        before = self.now_ms()
-        now = int(self._call("POST", {"advance_seconds": float(seconds)})["now_ms"])
-        assert now >= before + int(seconds * 1000) - 1, (before, now, seconds)
-        return now
-
-
-def advance_clock(endpoint: str, seconds: float) -> int:
-    return ClockControl(endpoint).advance(seconds)
-
-
-# --- clients -----------------------------------------------------------------------
 
 _SESSION = boto3.session.Session(aws_access_key_id="test", aws_secret_access_key="test",
                                  region_name="us-east-1")

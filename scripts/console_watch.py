@@ -10,8 +10,9 @@ import signal
 import sys
 import threading
 
-from benchkit import CHROMIUM, CHROMIUM_ARGS
 from playwright.sync_api import sync_playwright
+
+from queueserver.testing.chromium import CHROMIUM, CHROMIUM_ARGS
 
 
 def main() -> int:

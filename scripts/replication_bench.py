@@ -1,17 +1,14 @@
-"""Replication's figures: the loss window (RPO) at the default upload interval, and a million messages' restore.
+"""Replication's restore time: a million messages restored from a replica.
 
-The loss window: `--runs` times, scripts/replicakit.py's loss of the machine (crashkit's workload
-of sends, receives and deletes for `--seconds`, then Litestream and the server SIGKILLed together
-and the disk deleted, then `queueserver restore` into a fresh folder): the time from the oldest
-acknowledged send that did not come back to the loss. Every run must also pass the promise
-(nothing acknowledged before the window missing, nothing deleted before it back, integrity ok).
+(The loss window is measured by the crash tier's soak run, `pytest -m soak tests/crash -s`: its
+losses of the machine use the crash workload, which is test support.)
 
-The restore: a server replicating to a folder is filled with `--messages` messages (batches of
+ a server replicating to a folder is filled with `--messages` messages (batches of
 10 bodies of 200 bytes, over 32 connections), stopped, and `queueserver restore` (Litestream's
 restore, then `queueserver check`) is timed from the replica; the same from moto's S3 when
 `--s3` is given.
 
-    .venv/bin/python scripts/replication_bench.py --runs 5 --messages 1000000 --s3
+    .venv/bin/python scripts/replication_bench.py --messages 1000000 --s3
 """
 
 from __future__ import annotations
@@ -23,35 +20,49 @@ import json
 import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
 from benchclient import Api, connect_many
-from benchkit import start_server
-from replicakit import loss_run, restore, wait_until_replicating
+
+from queueserver.testing import QueueServer
 
 BODY = "x" * 200
 CONNECTIONS = 32
 
 
-def rpo(workdir: Path, runs: int, seconds: float) -> list[float]:
-    windows = []
-    for run in range(runs):
-        folder = workdir / f"loss-{run}"
-        folder.mkdir()
-        figures = loss_run(folder, ["--replicate", str(folder / "replica")], seconds, seed=run)
-        print(figures.report(), flush=True)
-        if not figures.ok:
-            raise SystemExit("the promise failed: see above")
-        windows.append(figures.loss_window_seconds)
-        shutil.rmtree(folder)
-    return windows
+def replicating(endpoint: str) -> bool:
+    """Litestream has reported the replica's position (its first snapshot is up), says GET /ready."""
+    with urllib.request.urlopen(f"{endpoint}/ready", timeout=10) as response:
+        return json.loads(response.read())["replication"].get("transactions_behind") is not None
+
+
+def wait_until_replicating(server: QueueServer, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not replicating(server.endpoint):
+        if time.monotonic() > deadline or not server.running:
+            raise SystemExit(f"replication did not start\n{server.stderr_text()}")
+        time.sleep(0.1)  # a bounded poll: Litestream's first snapshot
+
+
+def restore(replica_args: list[str], db: Path) -> float:
+    """`queueserver restore` of the replica into `db`; returns its seconds."""
+    options = dict(zip(replica_args[::2], replica_args[1::2]))
+    argv = [sys.executable, "-m", "queueserver", "restore", "--from", options["--replicate"], "--db", str(db)]
+    if "--replica-endpoint" in options:
+        argv += ["--replica-endpoint", options["--replica-endpoint"]]
+    began = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
+    seconds = time.perf_counter() - began
+    if done.returncode != 0:
+        raise SystemExit(f"queueserver restore exited {done.returncode}\n{done.stdout}\n{done.stderr}")
+    return seconds
 
 
 async def fill(endpoint: str, messages: int) -> float:
@@ -82,14 +93,11 @@ def restore_time(workdir: Path, messages: int, replica_args: list[str]) -> tuple
     """Fill a replicating server, stop it, restore from the replica: (seconds, bytes of the database)."""
     primary = workdir / "primary"
     primary.mkdir(parents=True)
-    server = start_server(primary / "queueserver.db", *replica_args, ready_timeout=60)
-    try:
+    with QueueServer(primary / "queueserver.db", test_clock=False, extra_args=replica_args, ready_timeout=60) as server:
         wait_until_replicating(server)
         took = asyncio.run(fill(server.endpoint, messages))
         print(f"filled {messages:,} messages in {took:.0f} s", flush=True)
-        assert server.stop(timeout=120) == 0, server.stderr_text()
-    finally:
-        server.ensure_dead()
+        server.stop(timeout=120, check=True)
     size = (primary / "queueserver.db").stat().st_size
     shutil.rmtree(primary)
     restored = workdir / "fresh" / "queueserver.db"
@@ -124,8 +132,6 @@ def moto_s3(workdir: Path) -> Iterator[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=5, help="losses of the machine for the window (default 5)")
-    parser.add_argument("--seconds", type=float, default=8.0, help="seconds of load before each loss (default 8)")
     parser.add_argument("--messages", type=int, default=1_000_000, help="messages to restore (default 1,000,000)")
     parser.add_argument("--s3", action="store_true", help="also restore from moto's S3")
     args = parser.parse_args(argv)
@@ -133,7 +139,6 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault(name, value)
     workdir = Path(tempfile.mkdtemp(prefix="queueserver-replication-"))
     try:
-        windows = rpo(workdir, args.runs, args.seconds) if args.runs else []
         restores = {"folder": restore_time(workdir / "folder", args.messages, [
             "--replicate", str(workdir / "folder-replica")])} if args.messages else {}
         if args.s3 and args.messages:
@@ -142,9 +147,6 @@ def main(argv: list[str] | None = None) -> int:
                     "--replicate", "s3://replicas/queueserver", "--replica-endpoint", endpoint])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    if windows:
-        print(f"loss window over {len(windows)} losses: min {min(windows):.2f} s, median "
-              f"{statistics.median(windows):.2f} s, max {max(windows):.2f} s")
     for where, (seconds, size) in restores.items():
         print(f"restore of {args.messages:,} messages ({size / 1e6:.0f} MB) from a {where} replica: {seconds:.1f} s")
     return 0

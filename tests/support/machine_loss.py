@@ -1,6 +1,6 @@
 """Losing the machine, and what the replica brings back (no pytest in here).
 
-A server replicates with Litestream (`--replicate`) while crashkit's workload sends, receives,
+A server replicates with Litestream (`--replicate`) while the crash workload sends, receives,
 deletes and changes visibility. Then the machine is lost: Litestream and the server are
 SIGKILLed together and the folder with the database, its WAL, its SHM and Litestream's local
 state is deleted. `queueserver restore` rebuilds the database from the replica into a fresh
@@ -14,8 +14,8 @@ timeout) and the queue is drained. Counted against the records:
 * the loss window measured (RPO): from the oldest acknowledgment that did not survive to the loss;
 * the restored file's integrity check, and how long the restore took.
 
-tests/crash/test_machine_loss.py runs it on a folder, S3 (moto's) and sftp replica; the figures of
-scripts/BENCHMARKS.md ("Replication") come from scripts/replication_bench.py, which runs it too.
+tests/crash/test_machine_loss.py runs it on a folder, S3 (moto's) and sftp replica; the soak run
+(`pytest -m soak tests/crash`) measures the loss window over many losses with it.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchkit import Server, advance_clock, integrity, make_client, run_queueserver, start_server
-from crashkit import ACKED, QUEUE_NAME, Ledger, SharedEndpoint, Workload, drain
+from support.clients import never_retrying_client as make_client
+from support.crash_workload import ACKED, QUEUE_NAME, Ledger, SharedEndpoint, Workload, drain
+from support.server import Server, advance_clock, integrity, run_queueserver, start_server, wait_for
 
 MONITOR_SECONDS = 1.0  # Litestream reads the WAL every second (its monitor interval)
 READY_TIMEOUT_S = 30.0
@@ -76,11 +77,13 @@ def replication(endpoint: str) -> dict[str, object]:
 
 def wait_until_replicating(server: Server, timeout: float = READY_TIMEOUT_S) -> None:
     """Until Litestream has reported the replica's position (its first snapshot is up)."""
-    deadline = time.monotonic() + timeout
-    while replication(server.endpoint).get("transactions_behind") is None:
-        if time.monotonic() > deadline or server.proc.poll() is not None:
-            raise RuntimeError(f"replication did not start within {timeout:g} s\n{server.stderr_text()}")
-        time.sleep(0.1)
+
+    def replicating() -> bool:
+        if not server.running:
+            raise AssertionError(f"the server exited before replication started\n{server.stderr_text()}")
+        return replication(server.endpoint).get("transactions_behind") is not None
+
+    wait_for(replicating, "replication to start", timeout, interval=0.1, detail=server.stderr_text)
 
 
 def children(pid: int) -> list[int]:
@@ -92,11 +95,11 @@ def children(pid: int) -> list[int]:
 
 def lose_the_machine(server: Server) -> float:
     """SIGKILL Litestream and the server at once (the server's children first); returns the moment."""
-    for child in children(server.proc.pid):
+    for child in children(server.pid):
         os.kill(child, signal.SIGKILL)
-    server.proc.send_signal(signal.SIGKILL)
+    server.send_signal(signal.SIGKILL)
     lost_at = time.time()
-    server.proc.wait(timeout=15)
+    server.kill()  # reaped
     return lost_at
 
 
@@ -124,8 +127,8 @@ def loss_run(workdir: Path, replica_args: list[str], seconds: float, *, sync_int
     logs = log_dir or workdir
     servers: list[Server] = []
     try:
-        server = start_server(primary / "queueserver.db", *replica_args,
-                              "--replica-sync-interval", f"{sync_interval:g}", log_dir=logs)
+        server = start_server(primary / "queueserver.db", *replica_args, "--replica-sync-interval",
+                              f"{sync_interval:g}", log_dir=logs, strict=False)
         servers.append(server)
         make_client(server.endpoint).create_queue(QueueName=QUEUE_NAME)
         wait_until_replicating(server)
@@ -143,7 +146,7 @@ def loss_run(workdir: Path, replica_args: list[str], seconds: float, *, sync_int
         figures = LossFigures(window=sync_interval + MONITOR_SECONDS)
         restored_db = fresh / "queueserver.db"
         figures.restore_seconds = restore(replica_args, restored_db)
-        checker = start_server(restored_db, "--test-clock", log_dir=logs)
+        checker = start_server(restored_db, "--test-clock", log_dir=logs, strict=False)
         servers.append(checker)
         advance_clock(checker.endpoint, 13 * 3600)  # past every visibility timeout, inside retention
         drained = drain(checker.endpoint, ledger)
@@ -153,7 +156,7 @@ def loss_run(workdir: Path, replica_args: list[str], seconds: float, *, sync_int
         return figures
     finally:
         for s in servers:
-            s.ensure_dead()
+            s.kill()
 
 
 def count(figures: LossFigures, ledger: Ledger, drained: dict[str, tuple[str, int]], lost_at: float) -> None:

@@ -1,4 +1,4 @@
-"""The crash workload shared by tests/crash and scripts/soak.py (no pytest in here).
+"""The crash workload of tests/crash: its SIGKILL test, the power cuts, the machine losses and the soak runs.
 
 Concurrent boto3 clients send (single and batch), receive, delete and change
 visibility while a killer SIGKILLs the server and restarts it on the same file.
@@ -32,12 +32,13 @@ import random
 import threading
 import time
 import uuid
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from benchkit import ACCOUNT, ServerError, advance_clock, integrity, make_client, start_server
-from crashledger import ACKED, REFUSED, UNKNOWN, Figures, Ledger, verify
+from support.clients import never_retrying_client as make_client
+from support.crash_ledger import ACKED, REFUSED, UNKNOWN, Figures, Ledger, verify
+from support.server import ACCOUNT, ServerError, advance_clock, integrity, start_server
 
 QUEUE_NAME = "crash-durability"
 RECEIVE_VT = 2  # seconds: short, so abandoned messages come back and are received again
@@ -338,7 +339,7 @@ def crash_run(workdir: str | os.PathLike[str], kills: int, seconds_between: tupl
     say = log or (lambda _msg: None)
     db = Path(workdir) / "crash.db"
     rng = random.Random(seed)
-    server = start_server(db)
+    server = start_server(db, strict=False)
     servers = [server]
     try:
         make_client(server.endpoint).create_queue(QueueName=QUEUE_NAME)
@@ -350,7 +351,7 @@ def crash_run(workdir: str | os.PathLike[str], kills: int, seconds_between: tupl
             for k in workload.disruptions(kills, rng, seconds_between):
                 ledger.events.append((time.time(), f"kill {server.endpoint}"))
                 server.kill()
-                server = start_server(db)
+                server = start_server(db, strict=False)
                 servers.append(server)
                 shared.set(server.endpoint)
                 ledger.events.append((time.time(), f"ready {server.endpoint}"))
@@ -364,7 +365,7 @@ def crash_run(workdir: str | os.PathLike[str], kills: int, seconds_between: tupl
             workload.stop()
         if workload.failures:
             raise RuntimeError(f"a worker failed: {workload.failures!r}")
-        checker = start_server(db, "--test-clock")
+        checker = start_server(db, "--test-clock", strict=False)
         servers.append(checker)
         advance_clock(checker.endpoint, 13 * 3600)  # past every visibility timeout, inside retention
         drained = drain(checker.endpoint, ledger)
@@ -374,8 +375,8 @@ def crash_run(workdir: str | os.PathLike[str], kills: int, seconds_between: tupl
         return verify(ledger, drained, kills + 1, integrity(db))
     except BaseException:
         for s in servers[-3:]:
-            say(f"--- stderr of server pid {s.proc.pid} ---\n{s.stderr_text()[-3000:]}")
+            say(f"--- stderr of server pid {s.pid} ---\n{s.stderr_text()[-3000:]}")
         raise
     finally:
         for s in servers:
-            s.ensure_dead()
+            s.kill()
