@@ -1,0 +1,32 @@
+"""`python scripts/bench SUBCOMMAND [ARGS...]`: one command line, one subcommand per benchmark.
+
+Each subcommand is a module of this package with a docstring (its help) and `main(argv) -> int`;
+`python scripts/bench SUBCOMMAND -h` shows its options.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+SUBCOMMANDS = {
+    "cost": ("bench.cost", "instructions per request under callgrind; the cost guard of CI (--check)"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, SUBCOMMANDS))
+    lines = [f"  {name:<{width}}  {summary}" for name, (_, summary) in SUBCOMMANDS.items()]
+    return "usage: python scripts/bench SUBCOMMAND [ARGS...]\n\nsubcommands:\n" + "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(usage(), end="")
+        return 0 if args else 2
+    if args[0] not in SUBCOMMANDS:
+        print(f"unknown subcommand {args[0]!r}\n\n{usage()}", end="", file=sys.stderr)
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[args[0]][0])
+    return int(module.main(args[1:]) or 0)
