@@ -45,10 +45,12 @@ class ReadyProcess:
 
     @classmethod
     def launch(cls, argv: Sequence[str], log_path: str | os.PathLike[str], *, ready_timeout: float = 15.0,
-               env: Mapping[str, str] | None = None, run_under: Sequence[str] = ()) -> ReadyProcess:
+               env: Mapping[str, str] | None = None, run_under: Sequence[str] = (),
+               cwd: str | os.PathLike[str] | None = None, new_session: bool = False) -> ReadyProcess:
         """Start `run_under + argv` with `env` over this process's environment, its stderr appended to
-        `log_path`, and wait for READY; raises QueueServerError (the process killed) if it does not come."""
-        process = cls.spawn(argv, log_path, env=env, run_under=run_under)
+        `log_path`, and wait for READY; raises QueueServerError (the process killed) if it does not come.
+        `cwd` is its working folder; `new_session` keeps a Ctrl-C of the caller's terminal from reaching it."""
+        process = cls.spawn(argv, log_path, env=env, run_under=run_under, cwd=cwd, new_session=new_session)
         first = process._next_line(ready_timeout)
         match = READY.match(first or "")
         if match is None:
@@ -60,7 +62,8 @@ class ReadyProcess:
 
     @classmethod
     def spawn(cls, argv: Sequence[str], log_path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None,
-              run_under: Sequence[str] = ()) -> ReadyProcess:
+              run_under: Sequence[str] = (), cwd: str | os.PathLike[str] | None = None,
+              new_session: bool = False) -> ReadyProcess:
         """Start the command and return at once (`launch` waits for READY)."""
         log_path = Path(log_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -69,8 +72,9 @@ class ReadyProcess:
             log.write(f"--- {' '.join(argv[1:])}\n".encode())  # the server's arguments, not the interpreter's path
             log.flush()
             offset = log.tell()
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
-                                    env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, cwd=cwd,
+                                    env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                                    start_new_session=new_session)
         return cls(proc, log_path, offset)
 
     def _pump(self) -> None:

@@ -10,7 +10,18 @@ import importlib
 import sys
 
 SUBCOMMANDS = {
+    "load": ("bench.load", "throughput and server CPU of every scenario, against the reference design"),
+    "compare": ("bench.compare", "two sets of `load --json` results side by side"),
+    "report": ("bench.report", "the markdown tables of docs/benchmarks.md from `load --json` results"),
     "cost": ("bench.cost", "instructions per request under callgrind; the cost guard of CI (--check)"),
+    "cpu": ("bench.cpu", "server CPU (or instructions) per request, revisions interleaved"),
+    "auth": ("bench.auth", "SigV4 verification: the same server with credentials on and off"),
+    "fifo": ("bench.fifo", "FIFO queues: group counts, fair queues, receive cost against backlog"),
+    "fanout": ("bench.fanout", "what a subscription costs per message sent, and at scale"),
+    "send-index": ("bench.send_index", "what each index on messages costs a send"),
+    "many-queues": ("bench.many_queues", "100,000 queues: creation, sends, listing, memory"),
+    "replication": ("bench.replication", "restore time of a million messages from a replica"),
+    "startup": ("bench.startup", "how long a server takes to answer after it is started"),
 }
 
 

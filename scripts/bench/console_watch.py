@@ -1,7 +1,7 @@
 """Keep one console page open in headless chromium until killed (the bench's --console-page load).
 
 The page refreshes itself (its script re-fetches the overview every 5 s), as a user's open tab does.
-Run: .venv/bin/python scripts/console_watch.py http://127.0.0.1:PORT [/console]
+Run: .venv/bin/python scripts/bench/console_watch.py http://127.0.0.1:PORT [/console]
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Each round makes a QueueServer on a new database, starts it, builds a boto3 clie
 for a ListQueues answer, then closes it. The first round also pays for loading botocore's
 service model in this process, as a test session's first fixture does; it is shown apart.
 
-    python scripts/startup_time.py [--rounds 15]
+    python scripts/bench startup [--rounds 15]
 """
 
 from __future__ import annotations
@@ -26,16 +26,12 @@ def one_round() -> float:
         server.close()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     first = one_round()
     times = sorted(one_round() for _ in range(args.rounds))
     print(f"first round (loads botocore's model): {first * 1000:.0f} ms")
     print(f"next {args.rounds} rounds: median {statistics.median(times) * 1000:.0f} ms, "
           f"min {times[0] * 1000:.0f} ms, max {times[-1] * 1000:.0f} ms")
-
-
-if __name__ == "__main__":
-    main()

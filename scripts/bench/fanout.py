@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """What a subscription costs per message sent, against the cost of one narrow row, and at scale.
 
 The target: "a subscription adds at most the cost of one narrow row per message", and a send whose
@@ -26,7 +25,7 @@ cost grows with its subscriptions by a small constant. Three measurements:
    most) each receive once, which takes all that was sent to them: the server's CPU per delivery
    taken, the part of the fan-out that moved from the send to the receive.
 
-Usage: .venv/bin/python scripts/fanout_cost.py [--messages 40000] [--reps 5] [--body-size 100]
+Usage: .venv/bin/python scripts/bench fanout [--messages 40000] [--reps 5] [--body-size 100]
            [--scale 0,100,1000,5000] [--batches 200] [--receivers 100] [--only db,engine,scale]
 """
 
@@ -44,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import benchkit
+from bench import servers
 
 from queueserver.clock import ManualClock
 from queueserver.extensions import CREATE_SUBSCRIPTION_ACTION
@@ -164,7 +163,7 @@ def engine(path: str, subscription_count: int, messages: int, body: str) -> floa
 class _Client:
     """One keep-alive HTTP connection speaking AWS JSON 1.0 (the calls here are few; their cost is the server's)."""
 
-    def __init__(self, server: benchkit.Proc) -> None:
+    def __init__(self, server: servers.Proc) -> None:
         self._conn = http.client.HTTPConnection(server.host, server.port, timeout=120)
 
     def call(self, action: str, members: dict[str, Any]) -> dict[str, Any]:
@@ -190,7 +189,7 @@ def at_scale(subscription_counts: list[int], batches: int, receivers: int, body:
     base_cpu: float | None = None
     for count in subscription_counts:
         folder = Path(tempfile.mkdtemp(prefix="fanout-scale-"))
-        server = benchkit.start_proc([sys.executable, "-m", "queueserver", "serve", "--port", "0", "--db",
+        server = servers.start_proc([sys.executable, "-m", "queueserver", "serve", "--port", "0", "--db",
                                       str(folder / "q.db"), "--log-level", "warning",
                                       "--max-subscriptions", str(max(count, 1))],
                                      folder / "server.log", "queueserver")
@@ -234,7 +233,7 @@ def interleaved(reps: int, configs: list[str], measure: Callable[[str], tuple[fl
     return results
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=40_000)
     parser.add_argument("--reps", type=int, default=5)
@@ -243,7 +242,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=200, help="timed SendMessageBatch calls per count (part 3)")
     parser.add_argument("--receivers", type=int, default=100, help="subscriptions that receive (part 3)")
     parser.add_argument("--only", default="db,engine,scale", help="the parts to run")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     path = os.path.join(tempfile.mkdtemp(prefix="fanout-cost-"), "q.db")
     body = "x" * args.body_size
     parts = set(args.only.split(","))
@@ -293,7 +292,3 @@ def engine_part(path: str, messages: int, reps: int, body: str) -> None:
             f"   +{(min(values) - min(r[0] for r in runs['0'])) / int(config):.2f} µs per subscription (min), "
             f"+{(statistics.median(values) - statistics.median(r[0] for r in runs['0'])) / int(config):.2f} (median)")
         print(f"   {config} subscriptions: min {min(values):.2f}, median {statistics.median(values):.2f}{extra}")
-
-
-if __name__ == "__main__":
-    main()

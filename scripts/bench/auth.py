@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Benchmark of SigV4 verification: the same server with credentials on and off, one run.
 
-Two queueserver processes from the same code, pinned to core 0 like scripts/bench.py's: one
+Two queueserver processes from the same code, pinned to core 0 like scripts/bench load's: one
 open (no --credentials), one verifying every signature (--credentials with one key). The client
-(this process, core 1; bench.py's raw keep-alive connections) runs the scenarios on each in
+(this process, core 1; the load benchmark's raw keep-alive connections) runs the scenarios on each in
 turn, interleaved repetition by repetition, so load from other processes on a shared machine
 falls on both alike:
 
@@ -15,8 +14,8 @@ botocore's; the signing key is derived once per day, as every SDK caches it). Pr
 and msgs per server-CPU-second for each, as medians of --reps runs, and verified/open ratios.
 
 Usage:
-  .venv/bin/python scripts/auth_bench.py                       # 3 s x 5 reps, 16 connections
-  .venv/bin/python scripts/auth_bench.py --seconds 2 --reps 3
+  .venv/bin/python scripts/bench auth                       # 3 s x 5 reps, 16 connections
+  .venv/bin/python scripts/bench auth --seconds 2 --reps 3
 """
 
 from __future__ import annotations
@@ -35,8 +34,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from benchclient import Api, Conn, call, connect_many, fresh
-from benchkit import Proc, start_proc
+from bench.client import Api, Conn, call, connect_many, fresh
+from bench.servers import Proc, start_proc
 
 KEY_ID, SECRET, ACCOUNT, REGION = "AKIDBENCH", "bench-secret", "123456789012", "us-east-1"
 
@@ -193,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--body-size", type=int, default=100)
     args = parser.parse_args(argv)
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
-        os.sched_setaffinity(0, {1})  # the servers get core 0, as in bench.py
+        os.sched_setaffinity(0, {1})  # the servers get core 0, as in the load benchmark
     with tempfile.TemporaryDirectory(prefix="auth-bench-") as folder:
         summary = asyncio.run(main_async(args, Path(folder)))
     print(f"\nmedians of {args.reps} interleaved runs of {args.seconds:g} s, {args.connections} connections")
@@ -201,7 +200,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{scenario:11s} open {row['open']['msgs_s']:8.0f} msgs/s, verifying {row['verifying']['msgs_s']:8.0f}"
               f" msgs/s: {row['ratio_msgs_s']:.2f}x; per server-CPU-second {row['ratio_msgs_per_cpu_s']:.2f}x")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

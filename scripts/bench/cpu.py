@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Server CPU per request, for comparing revisions on a shared, noisy machine.
 
 Wall-clock throughput moves with whatever else the machine runs; the CPU time the server
 process spends per request moves much less. For each revision (`--rev`, a git revision, or
-`.` for the working tree) this starts the server on a temporary database (scripts/bench.py's
+`.` for the working tree) this starts the server on a temporary database (scripts/bench load's
 launcher and its lean keep-alive client), drives `--requests` requests of each scenario over
 `--connections` connections, and reads the server's utime+stime (all threads) from /proc
 before and after: µs of server CPU per request. Revisions are measured interleaved, round
@@ -18,14 +17,14 @@ Scenarios: send1 (SendMessage), send10 (SendMessageBatch of 10), recv1+del1
 (ReceiveMessage 10 + DeleteMessageBatch: two requests).
 
 `--signed` runs the server with credentials on (one key) and signs every request with SigV4
-(scripts/auth_bench.py's signer: the Authorization header as botocore sends it), so the figures
+(scripts/bench auth's signer: the Authorization header as botocore sends it), so the figures
 include verification and the authorization decision.
 
 Usage:
-  .venv/bin/python scripts/cpu_per_request.py --rev b593dab --rev ebe8b7f --rev .
-  .venv/bin/python scripts/cpu_per_request.py --rev HEAD --requests 4000 --rounds 5 --scenarios send1
-  .venv/bin/python scripts/cpu_per_request.py --rev HEAD --rev . --callgrind --requests 1000 --rounds 1
-  .venv/bin/python scripts/cpu_per_request.py --rev HEAD --rev . --callgrind --signed --requests 1000 --rounds 1
+  .venv/bin/python scripts/bench cpu --rev b593dab --rev ebe8b7f --rev .
+  .venv/bin/python scripts/bench cpu --rev HEAD --requests 4000 --rounds 5 --scenarios send1
+  .venv/bin/python scripts/bench cpu --rev HEAD --rev . --callgrind --requests 1000 --rounds 1
+  .venv/bin/python scripts/bench cpu --rev HEAD --rev . --callgrind --signed --requests 1000 --rounds 1
 """
 
 from __future__ import annotations
@@ -37,10 +36,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import auth_bench  # noqa: E402  (scripts/auth_bench.py: its SigV4 signer and key)
-import bench  # noqa: E402  (scripts/bench.py: its server launcher and raw client)
-import benchkit  # noqa: E402  (the server process: launch, Proc)
+from bench.auth import ACCOUNT, KEY_ID, SECRET, SignedApi
+from bench.client import Api, Conn, call, connect_many
+from bench.load import export_revision
+from bench.servers import Proc, pinned, start_proc, start_queueserver
 
 SCENARIOS = ["send1", "send10", "recv1+del1", "recv10+del"]
 
@@ -48,7 +47,7 @@ SCENARIOS = ["send1", "send10", "recv1+del1", "recv10+del"]
 class Meter:
     """Server CPU seconds from /proc, or (`callgrind`) instructions from callgrind's counters."""
 
-    def __init__(self, server: bench.Proc, callgrind: bool) -> None:
+    def __init__(self, server: Proc, callgrind: bool) -> None:
         self.server, self.callgrind = server, callgrind
 
     def start(self) -> None:
@@ -63,46 +62,46 @@ class Meter:
             return (self.server.cpu_seconds() - self.began) * 1e6
         dumped = subprocess.run(["callgrind_control", "-d", str(self.server.pid)], check=True, capture_output=True)
         del dumped
-        log = self.server.stderr_path
+        log = self.server.log_path
         newest = max(log.parent.glob(f"{log.stem}.cg*"),
                      key=lambda f: f.stat().st_mtime)
         summary = next(line for line in newest.read_text().splitlines() if line.startswith("summary:"))
         return int(summary.split()[1]) / 1e3
 
 
-async def drive(server: bench.Proc, scenario: str, requests: int, connections: int, meter: Meter,
+async def drive(server: Proc, scenario: str, requests: int, connections: int, meter: Meter,
                 signed: bool) -> float:
     """Server CPU µs (or k-instructions) per request of `scenario` (the queue is created and filled unmeasured)."""
-    api = auth_bench.SignedApi(server.host, server.port) if signed else bench.Api(server.host, server.port)
-    conns = await bench.connect_many(server.host, server.port, connections)
-    url = (await bench.call(conns[0], api, "CreateQueue", {"QueueName": f"cpu-{scenario.replace('+', '-')}"}))["QueueUrl"]
+    api = SignedApi(server.host, server.port) if signed else Api(server.host, server.port)
+    conns = await connect_many(server.host, server.port, connections)
+    url = (await call(conns[0], api, "CreateQueue", {"QueueName": f"cpu-{scenario.replace('+', '-')}"}))["QueueUrl"]
     body = "x" * 100
     per_conn = requests // connections
     if scenario.startswith("recv"):
         batch = [{"Id": str(i), "MessageBody": body} for i in range(10)]
         fills = requests // 2 * (10 if scenario == "recv10+del" else 1) // 10 + connections
         for i in range(0, fills, connections):
-            await asyncio.gather(*(bench.call(c, api, "SendMessageBatch", {"QueueUrl": url, "Entries": batch})
+            await asyncio.gather(*(call(c, api, "SendMessageBatch", {"QueueUrl": url, "Entries": batch})
                                    for c in conns))
 
-    async def worker(conn: bench.Conn) -> None:
+    async def worker(conn: Conn) -> None:
         if scenario == "send1":
             for _ in range(per_conn):
-                await bench.call(conn, api, "SendMessage", {"QueueUrl": url, "MessageBody": body})
+                await call(conn, api, "SendMessage", {"QueueUrl": url, "MessageBody": body})
         elif scenario == "send10":
             entries = [{"Id": str(i), "MessageBody": body} for i in range(10)]
             for _ in range(per_conn):
-                await bench.call(conn, api, "SendMessageBatch", {"QueueUrl": url, "Entries": entries})
+                await call(conn, api, "SendMessageBatch", {"QueueUrl": url, "Entries": entries})
         else:
             many = scenario == "recv10+del"
             for _ in range(per_conn // 2):
-                got = (await bench.call(conn, api, "ReceiveMessage", {
+                got = (await call(conn, api, "ReceiveMessage", {
                     "QueueUrl": url, "MaxNumberOfMessages": 10 if many else 1})).get("Messages", [])
                 if many:
-                    await bench.call(conn, api, "DeleteMessageBatch", {"QueueUrl": url, "Entries": [
+                    await call(conn, api, "DeleteMessageBatch", {"QueueUrl": url, "Entries": [
                         {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]})
                 else:
-                    await bench.call(conn, api, "DeleteMessage", {"QueueUrl": url,
+                    await call(conn, api, "DeleteMessage", {"QueueUrl": url,
                                                                   "ReceiptHandle": got[0]["ReceiptHandle"]})
 
     meter.start()
@@ -117,17 +116,17 @@ def measure(python: str, source: Path | None, tmp: Path, args: argparse.Namespac
     credentials: list[str] = []
     if args.signed:
         keys = tmp / "keys.toml"
-        keys.write_text(f'[keys.{auth_bench.KEY_ID}]\nsecret_access_key = "{auth_bench.SECRET}"\n'
-                        f'account_id = "{auth_bench.ACCOUNT}"\n')
+        keys.write_text(f'[keys.{KEY_ID}]\nsecret_access_key = "{SECRET}"\n'
+                        f'account_id = "{ACCOUNT}"\n')
         credentials = ["--credentials", str(keys)]
     if args.callgrind:
         # a server under valgrind takes minutes to start
-        server = benchkit.launch(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/{tag}.cg.%p", python,
-                                  "-m", "queueserver", "serve", "--port", "0", "--db", str(tmp / f"{tag}.db"),
-                                  "--log-level", "warning", *credentials], tmp / f"{tag}.log", ready_timeout=900,
-                                 pin=True, source=source, server_class=benchkit.Proc)
+        server = start_proc([python, "-m", "queueserver", "serve", "--port", "0", "--db", str(tmp / f"{tag}.db"),
+                             "--log-level", "warning", *credentials], tmp / f"{tag}.log", "queueserver", source,
+                            run_under=[*pinned(), "valgrind", "--tool=callgrind",
+                                       f"--callgrind-out-file={tmp}/{tag}.cg.%p"], ready_timeout=900)
     else:
-        server = bench.start_queueserver(python, tmp / f"{tag}.db", tmp / f"{tag}.log", source, *credentials)
+        server = start_queueserver(python, tmp / f"{tag}.db", tmp / f"{tag}.log", source, *credentials)
     meter = Meter(server, args.callgrind)
     try:
         return {s: asyncio.run(drive(server, s, args.requests, args.connections, meter, args.signed))
@@ -138,7 +137,7 @@ def measure(python: str, source: Path | None, tmp: Path, args: argparse.Namespac
             f.unlink()
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rev", action="append", default=[], help="a git revision, or . for the working tree")
     parser.add_argument("--scenarios", type=lambda s: s.split(","), default=SCENARIOS)
@@ -147,11 +146,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--callgrind", action="store_true", help="count instructions under valgrind instead")
     parser.add_argument("--signed", action="store_true", help="credentials on, every request signed with SigV4")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     revs = args.rev or ["."]
     with tempfile.TemporaryDirectory(prefix="cpu-per-request-") as name:
         tmp = Path(name)
-        sources = {rev: None if rev == "." else bench.export_revision(rev, tmp / f"src-{i}")[0]
+        sources = {rev: None if rev == "." else export_revision(rev, tmp / f"src-{i}")[0]
                    for i, rev in enumerate(revs)}
         best: dict[str, dict[str, float]] = {rev: {} for rev in revs}
         for round_no in range(args.rounds):
@@ -168,7 +167,3 @@ def main() -> int:
     for rev in revs:
         print(f"{rev:>12} " + " ".join(f"{best[rev][s]:11.1f}" for s in args.scenarios))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

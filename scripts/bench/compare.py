@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
-"""Compare two sets of `bench.py --json` results: per scenario, the median over runs of each run's
+"""Compare two sets of `python scripts/bench load --json` results: per scenario, the median over runs of each run's
 median msgs/s and msgs per server-CPU-second, and B's ratio to A (plus the ratio of the medians of
 every repetition). Runs of A and B taken interleaved on a quiet machine are what this is for.
 
-Usage: .venv/bin/python scripts/bench_compare.py 'results/A-*.json' 'results/B-*.json'
+Usage: .venv/bin/python scripts/bench compare 'results/A-*.json' 'results/B-*.json'
 """
 
 from __future__ import annotations
@@ -31,7 +30,12 @@ def load(pattern: str) -> tuple[dict[str, dict[str, list[float]]], int]:
     return out, len(files)
 
 
-def main(a_pattern: str, b_pattern: str) -> None:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0].startswith("-"):
+        print(__doc__)
+        return 0 if args and args[0] in ("-h", "--help") else 2
+    a_pattern, b_pattern = args
     (a, a_runs), (b, b_runs) = load(a_pattern), load(b_pattern)
     print(f"A = {a_pattern} ({a_runs} runs), B = {b_pattern} ({b_runs} runs)")
     print(f"{'scenario':12} {'A msgs/s':>10} {'B msgs/s':>10} {'B/A':>6} | {'A msg/CPU-s':>11} {'B msg/CPU-s':>11} "
@@ -45,7 +49,4 @@ def main(a_pattern: str, b_pattern: str) -> None:
                 if a[scenario]["reps"] and b[scenario]["reps"] else float("nan"))
         print(f"{scenario:12} {rate_a:10,.0f} {rate_b:10,.0f} {rate_b / rate_a:6.3f} | {cpu_a:11,.0f} {cpu_b:11,.0f} "
               f"{cpu_b / cpu_a:6.3f} | {reps:.3f}")
-
-
-if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    return 0

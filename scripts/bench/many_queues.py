@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """What the lists that grow with the number of queues cost: /metrics, the console overview, ListQueues.
 
 Starts a server (pinned to core 0; this client runs beside it) on a temporary database, creates
@@ -15,7 +14,7 @@ one message to each (so that every queue has counts and tallies), then measures,
   page: bytes and seconds;
 - one ListQueues page of 1,000 and `queueserver queues` (its default page) end to end.
 
-Usage: .venv/bin/python scripts/many_queues.py [--queues 100000] [--concurrency 32] [--source DIR]
+Usage: .venv/bin/python scripts/bench many-queues [--queues 100000] [--concurrency 32] [--source DIR]
 (`--source` runs the server from another checkout, e.g. a worktree of an older revision.)
 """
 
@@ -35,8 +34,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from benchclient import Client
-from benchkit import REPO_ROOT, Proc, start_proc
+from bench.client import Client
+from bench.servers import REPO_ROOT, Proc, start_proc
 
 NAME_WIDTH = 6  # q000000 … q099999: names in creation order are in name order too
 
@@ -212,7 +211,7 @@ def list_queues_page(server: Proc) -> tuple[int, float]:
     return size, time.perf_counter() - started
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--queues", type=int, default=100_000)
     parser.add_argument("--concurrency", type=int, default=32)
@@ -221,10 +220,6 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=5, help="Next links followed from the first overview page")
     parser.add_argument("--admin-timeout", type=float, default=300, help="seconds `queueserver queues` may take")
     parser.add_argument("--source", help="run the server from this checkout (default: this one)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
         asyncio.run(run(args, Path(folder)))
-
-
-if __name__ == "__main__":
-    main()

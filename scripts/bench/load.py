@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """HTTP benchmark of queueserver.
 
 Starts the server itself (pinned to core 0 with taskset when it exists) on a temporary
@@ -51,10 +50,10 @@ beside the benchmark takes the server's core away. Before each run the benchmark
 quiet runs too, and msgs per server-CPU-second, which other load disturbs much less.
 
 Usage:
-  .venv/bin/python scripts/bench.py --quick                  # 10k backlog only, short runs
-  .venv/bin/python scripts/bench.py                          # 10k and 1M backlogs, 5 s x 3
-  .venv/bin/python scripts/bench.py --rev HEAD               # the committed server, not the working tree
-  .venv/bin/python scripts/bench.py --backlog-sizes 10000 --seconds 3 --reps 3 --json out.json
+  .venv/bin/python scripts/bench load --quick                  # 10k backlog only, short runs
+  .venv/bin/python scripts/bench load                          # 10k and 1M backlogs, 5 s x 3
+  .venv/bin/python scripts/bench load --rev HEAD               # the committed server, not the working tree
+  .venv/bin/python scripts/bench load --backlog-sizes 10000 --seconds 3 --reps 3 --json out.json
 """
 
 from __future__ import annotations
@@ -75,16 +74,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from benchkit import REPO_ROOT as REPO
-from benchclient import Api, Conn, SQSError, call, connect, connect_many, fresh
-from benchkit import CLK_TCK, Proc, start_ceiling, start_queueserver, start_reference
+from bench.servers import REPO_ROOT as REPO
+from bench.client import Api, Conn, SQSError, call, connect, connect_many, fresh
+from bench.servers import CLK_TCK, Proc, start_ceiling, start_queueserver, start_reference
 
 # A batch answer with a failed entry (one where every entry succeeded has no Failed list, or an empty one).
 FAILED_ENTRY = b'"Failed":[{'
 
 
 # Issue 5's figures for its reference server, msgs/s: only to size a receive run's backlog. The
-# reference itself (scripts/bench_reference.py) is measured in every run, beside queueserver.
+# reference itself (scripts/bench/reference_server.py) is measured in every run, beside queueserver.
 SIZING_RATE = {
     "send1": 8_600,
     "send10": 53_000,
@@ -107,12 +106,12 @@ MSGS_PER_REQUEST = {
 
 def start_console_watch(python: str, url: str) -> subprocess.Popen[str]:
     """One console page open and refreshing itself, in chromium on the client's core."""
-    watcher = subprocess.Popen([python, str(REPO / "scripts" / "console_watch.py"), url], stdout=subprocess.PIPE,
+    watcher = subprocess.Popen([python, str(Path(__file__).with_name("console_watch.py")), url], stdout=subprocess.PIPE,
                                text=True)
     assert watcher.stdout is not None
     if watcher.stdout.readline().strip() != "WATCHING":
         watcher.kill()
-        raise RuntimeError("scripts/console_watch.py did not open the console page")
+        raise RuntimeError("scripts/bench/console_watch.py did not open the console page")
     return watcher
 
 
@@ -997,7 +996,7 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
             if r["client_cpu"] > 0.85:
                 client_bound.append(f"{name} at {backlog:,}")
     add("")
-    add("reference: scripts/bench_reference.py (this design with none of SQS's checks), measured in this run "
+    add("reference: scripts/bench/reference_server.py (this design with none of SQS's checks), measured in this run "
         "with the same client (light load: its end-to-end p50).")
     add("p50/p99: per HTTP request; for the round trip and the light load: end to end, send issued -> receive answered.")
     add("of ceiling: msgs/s / (ceiling req/s x messages per request: 1, 10, 5, 0.5, 10/3).")
@@ -1106,15 +1105,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--db-dir", default=None, help="where the temporary database goes (default: $TMPDIR)")
     parser.add_argument("--no-ceiling", action="store_true", help="skip the ceiling (fractions are not printed)")
     parser.add_argument("--no-reference", action="store_true",
-                        help="skip the reference server (scripts/bench_reference.py; doubles the run time)")
+                        help="skip the reference server (scripts/bench/reference_server.py; doubles the run time)")
     parser.add_argument("--quiet", type=float, default=0.15,
                         help="before each run, wait until other processes use less than this fraction of a core")
     parser.add_argument("--quiet-wait", type=float, default=15.0, help="... but at most this many seconds")
     parser.add_argument("--console-page", action="store_true",
-                        help="keep one console page open (chromium, scripts/console_watch.py) on queueserver meanwhile")
+                        help="keep one console page open (chromium, scripts/bench/console_watch.py) on queueserver meanwhile")
     parser.add_argument("--json", default=None,
-                        help="where every figure goes (default: scripts/bench-results/COMMIT-TIME.json, to commit "
-                             "beside BENCHMARKS.md)")
+                        help="where every figure goes (default: scripts/bench-results/COMMIT-TIME.json, "
+                             "kept out of git; `python scripts/bench report FILE` prints its tables)")
     args = parser.parse_args(argv)
     if args.quick:
         args.backlog_sizes = "10000"
@@ -1194,7 +1193,7 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     results["reference"] = {"by_backlog": {}}
     reference_args = argparse.Namespace(**{**vars(args), "scenarios": args.scenarios - {"idle", "fanout"}})  # no subscriptions
     for backlog in [] if args.no_reference else args.backlogs:
-        print(f"backlog {backlog:,}: starting the reference server (scripts/bench_reference.py) on a fresh database",
+        print(f"backlog {backlog:,}: starting the reference server (scripts/bench/reference_server.py) on a fresh database",
               flush=True)
         db = tmp / f"reference-{backlog}.db"
         reference = start_reference(args.python, db, tmp / f"reference-{backlog}.log")
@@ -1234,7 +1233,3 @@ def main(argv: list[str] | None = None) -> int:
     raw.write_text(json.dumps(results, indent=2, default=str))
     print(f"raw results: {raw}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

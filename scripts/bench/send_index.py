@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
 """What an index on messages costs the send path, on the database thread alone.
 
 Runs the writer's INSERTs (message_store.insert_messages) in groups of 16 one-message operations,
 each in its own savepoint as database.py runs them, into a fresh file with and without the index,
 interleaved, and prints CPU microseconds per message.
 
-Usage: .venv/bin/python scripts/send_index_cost.py [--index messages_by_queue] [--messages 100000] [--reps 3]
+Usage: .venv/bin/python scripts/bench send-index [--index messages_by_queue] [--messages 100000] [--reps 3]
 """
 
 from __future__ import annotations
@@ -48,12 +47,12 @@ def per_message_us(path: str, drop: str | None, messages: int) -> float:
     return took / messages * 1e6
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--index", default="messages_by_queue")
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--reps", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     path = os.path.join(tempfile.mkdtemp(prefix="index-cost-"), "q.db")
     runs: dict[str, list[float]] = {"without": [], "with": []}
     for _ in range(args.reps):
@@ -62,7 +61,3 @@ def main() -> None:
     for name, values in runs.items():
         print(f"{name:>7} {args.index}: {', '.join(f'{v:.2f}' for v in values)} us/message, "
               f"median {statistics.median(values):.2f}")
-
-
-if __name__ == "__main__":
-    main()

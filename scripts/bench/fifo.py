@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """FIFO and fair-queue benchmark of queueserver.
 
 Each run starts its own server (`python -m queueserver serve --port 0 --db <tmp>`, pinned
@@ -32,9 +31,9 @@ Scenarios (every run does all of them; medians of --runs runs are printed):
                      the claim walks past the noisy group's backlog to reach the quiet one
 
 Usage:
-  .venv/bin/python scripts/fifo_bench.py                 # the figures in FIFO_BENCHMARKS.md
-  .venv/bin/python scripts/fifo_bench.py --runs 1 --seconds 1 --backlog 2000   # a quick look
-  .venv/bin/python scripts/fifo_bench.py --scaling       # receive cost against backlog and groups
+  .venv/bin/python scripts/bench fifo                 # the figures in docs/benchmarks.md ("FIFO queues")
+  .venv/bin/python scripts/bench fifo --runs 1 --seconds 1 --backlog 2000   # a quick look
+  .venv/bin/python scripts/bench fifo --scaling       # receive cost against backlog and groups
 """
 
 from __future__ import annotations
@@ -52,8 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchclient import Client
-from benchkit import start_queueserver
+from bench.client import Client
+from bench.servers import start_queueserver
 
 
 async def create_queue(conn: Client, name: str, attributes: dict[str, str]) -> str:
@@ -290,7 +289,7 @@ async def one_run(args: argparse.Namespace, db_dir: Path, run: int) -> dict[str,
     return figures
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each throughput phase")
@@ -304,7 +303,7 @@ def main() -> None:
     parser.add_argument("--json", help="also write the per-run figures here")
     parser.add_argument("--scaling", action="store_true",
                         help="instead: how receive cost grows with a held FIFO group's backlog and a fair queue's groups")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {1})  # the server has core 0
     try:
@@ -335,7 +334,3 @@ def main() -> None:
     print(f"  {'no-group / fair dwell p50':32s} {plain / fair:>12,.1f}x")
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=2))
-
-
-if __name__ == "__main__":
-    main()

@@ -8,7 +8,7 @@ losses of the machine use the crash workload, which is test support.)
 restore, then `queueserver check`) is timed from the replica; the same from moto's S3 when
 `--s3` is given.
 
-    .venv/bin/python scripts/replication_bench.py --messages 1000000 --s3
+    .venv/bin/python scripts/bench replication --messages 1000000 --s3
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
-from benchclient import Api, connect_many
+from bench.client import Api, connect_many
 
 from queueserver.testing import QueueServer
 
@@ -150,7 +150,3 @@ def main(argv: list[str] | None = None) -> int:
     for where, (seconds, size) in restores.items():
         print(f"restore of {args.messages:,} messages ({size / 1e6:.0f} MB) from a {where} replica: {seconds:.1f} s")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
-"""The HTTP ceiling for scripts/bench.py: queueserver's own HTTP stack with nothing behind it.
+"""The HTTP ceiling for scripts/bench load: queueserver's own HTTP stack with nothing behind it.
 
-    python scripts/bench_ceiling.py      # prints "READY http://127.0.0.1:PORT"
+    python scripts/bench/ceiling_server.py      # prints "READY http://127.0.0.1:PORT"
 
 The same stack the server runs, so that "of ceiling" cannot flatter: a raw ASGI callable (no
 starlette: the server's SQS endpoint is one too) on uvicorn with httptools, under uvloop, with

@@ -1,7 +1,7 @@
-"""The reference for scripts/bench.py: a minimal SQS server of queueserver's design, measured in
+"""The reference for scripts/bench load: a minimal SQS server of queueserver's design, measured in
 the same run as queueserver, on the same machine, instead of figures quoted from elsewhere.
 
-    python scripts/bench_reference.py DB_PATH      # prints "READY http://127.0.0.1:PORT"
+    python scripts/bench/reference_server.py DB_PATH      # prints "READY http://127.0.0.1:PORT"
 
 The reference's design: starlette on uvicorn (uvloop, httptools), one SQLite writer
 thread that runs whatever arrived meanwhile as one grouped transaction, synchronous=FULL (every

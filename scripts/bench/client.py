@@ -1,7 +1,7 @@
 """The benchmarks' lean HTTP client: AWS JSON 1.0 requests over keep-alive asyncio connections.
 
 Request bytes are built once per action and the response is parsed by hand, so that the client
-costs little beside the server it measures (bench.py, auth_bench.py, fifo_bench.py).
+costs little beside the server it measures (the load, auth and fifo subcommands).
 """
 
 from __future__ import annotations
