@@ -7,7 +7,7 @@ ALTER TABLE messages ADD COLUMN body_id INTEGER;
 CREATE INDEX messages_by_body ON messages (body_id) WHERE body_id IS NOT NULL;
 
 -- Only DELETEs in these triggers, then; migration 0004 found that an UPDATE costs nothing when it cannot
--- fail a NOT NULL (scripts/BENCHMARKS.md, "Subscriptions (issue 22)").
+-- fail a NOT NULL (docs/benchmarks.md, "Subscriptions").
 DROP TRIGGER message_bodies_follow_messages;
 CREATE TRIGGER message_bodies_follow_messages AFTER DELETE ON messages WHEN old.body_id IS NULL
 BEGIN

@@ -1,6 +1,6 @@
 -- Subscriptions, cheaper: a shared body counts its deliveries instead of finding them
 -- through messages_by_body, so that a delivery row carries no index entry beyond what any narrow
--- row has (scripts/BENCHMARKS.md, "Subscriptions: the cost per message against one narrow row").
+-- row has (docs/benchmarks.md, "Subscriptions: the cost per message against one narrow row").
 -- deliveries: how many messages rows point at the body through body_id (set at fan-out, in the same
 -- INSERT); NULL for a body of its own row alone (body_id NULL: every queue without subscriptions).
 -- Nullable on purpose: an UPDATE in a trigger on messages that may fail a NOT NULL constraint makes

@@ -2,7 +2,7 @@
 -- subscriptions stores the queue's rows and the bodies once plus one line per message in fanout_log,
 -- whatever the number of subscriptions; a delivery row per subscription was three index entries in
 -- three separate places per subscription, so a send's cost grew with its subscriptions
--- (scripts/BENCHMARKS.md, "Subscriptions at scale"). Each subscription takes the lines past its
+-- (docs/benchmarks.md, "Subscriptions at scale"). Each subscription takes the lines past its
 -- delivered_up_to in one sequential INSERT when it is next received from, browsed, purged or swept.
 
 -- What was sent to a queue that had subscriptions, until every one of them has taken it.
