@@ -5,7 +5,7 @@
 -- as the claim takes (the claim stays O(batch)). A row moves from one to the other at its first
 -- receive, where the claim rewrote its index entry anyway. receive_count rides along so that the counts
 -- (visible, in flight, delayed) are still read from the indexes alone. Its cost is in
--- scripts/BENCHMARKS.md ("Redelivery order").
+-- docs/benchmarks.md ("Redelivery order").
 DROP INDEX messages_by_visibility;
 CREATE INDEX messages_received_by_visibility ON messages (queue_id, visible_at_ms, id, receive_count)
     WHERE receive_count > 0;

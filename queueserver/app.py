@@ -6,7 +6,7 @@ dispatches on, each with its body limit.
 
 The SQS endpoint is a plain ASGI callable that builds the request from the ASGI scope:
 it is every request's path, and starlette's Request/Response/routing would cost more than
-the protocol work there (scripts/BENCHMARKS.md, "Measurements behind code choices").
+the protocol work there (docs/benchmarks.md, "Measurements behind code choices").
 Starlette serves the rest (the test clock, the console), where convenience matters more.
 A browser that opens the server's address (GET / asking for HTML, no action) is sent to the console,
 and gets an icon at /favicon.ico; SDKs never ask for either.

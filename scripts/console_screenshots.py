@@ -6,14 +6,17 @@ Run: .venv/bin/python scripts/console_screenshots.py   (needs Debian's chromium 
 from __future__ import annotations
 
 import json
-import tempfile
 import urllib.request
 from pathlib import Path
 
 import boto3
-from benchkit import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT, running
 from botocore.config import Config
 from playwright.sync_api import sync_playwright
+
+from queueserver.testing import QueueServer
+from queueserver.testing.chromium import CHROMIUM, CHROMIUM_ARGS
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def subscribe(endpoint: str, queue_url: str, name: str) -> None:
@@ -57,19 +60,18 @@ def fill(endpoint: str) -> None:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        with running(Path(tmp) / "queueserver.db") as server:
-            fill(server.endpoint)
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-                page = browser.new_page(viewport={"width": 1280, "height": 800})
-                page.goto(server.endpoint + "/console")
-                page.wait_for_timeout(2500)  # the counts cache's staleness bound
-                page.reload()
-                page.screenshot(path=str(REPO_ROOT / "docs/console-overview.png"))
-                page.goto(server.endpoint + "/console/queues/us-east-1/000000000000/orders")
-                page.screenshot(path=str(REPO_ROOT / "docs/console-queue.png"))
-                browser.close()
+    with QueueServer(test_clock=False) as server:
+        fill(server.endpoint)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(server.endpoint + "/console")
+            page.wait_for_timeout(2500)  # the counts cache's staleness bound
+            page.reload()
+            page.screenshot(path=str(REPO_ROOT / "docs/console-overview.png"))
+            page.goto(server.endpoint + "/console/queues/us-east-1/000000000000/orders")
+            page.screenshot(path=str(REPO_ROOT / "docs/console-queue.png"))
+            browser.close()
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from support.clients import json_client, make_query_client
-from support.server import ClockControl, Servers, ServerProcess, start_server
+from support.server import ClockControl, Servers, StrictServer, start_server
 from support.sqs import unique_queue_name
 
 
@@ -16,6 +16,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "server_process: the test starts and stops its own queueserver processes"
     )
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("soak", "the soak runs (-m soak tests/crash)")
+    group.addoption("--soak-kills", type=int, default=200, help="SIGKILLs of the soak run (default 200)")
+    group.addoption("--soak-seconds-between", type=float, default=1.5,
+                    help="mean seconds of load between two kills; each gap is uniform in [0.5x, 1.5x] (default 1.5)")
+    group.addoption("--soak-seed", type=int, default=None, help="the soak run's random seed (default: random)")
+    group.addoption("--soak-losses", type=int, default=10,
+                    help="losses of the machine whose loss window the soak run measures (default 10)")
 
 
 # --- fixtures ------------------------------------------------------------------------
@@ -33,7 +43,7 @@ def make_client(request: pytest.FixtureRequest) -> Any:
 
 @pytest.fixture
 def server_factory() -> Iterator[Any]:
-    """server_factory(db_path, *extra_args) -> ServerProcess; every one is dead after the test."""
+    """server_factory(db_path, *extra_args) -> StrictServer; every one is dead after the test."""
     started = Servers(strict=True)
     yield started.start
     started.kill_all()
@@ -47,7 +57,7 @@ def serve_with_client(server_factory: Any, make_client: Any) -> Any:
     speaks this run's wire protocol.
     """
 
-    def start(db_path: Path, *extra_args: str) -> tuple[ServerProcess, Any]:
+    def start(db_path: Path, *extra_args: str) -> tuple[StrictServer, Any]:
         proc = server_factory(db_path, "--test-clock", *extra_args)
         return proc, make_client(proc.endpoint)
 
@@ -55,38 +65,38 @@ def serve_with_client(server_factory: Any, make_client: Any) -> Any:
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StrictServer]:
     """The shared server (manual clock, no cooldowns)."""
     yield from _serve_shared(tmp_path_factory.mktemp("server") / "queueserver.db", "--test-clock")
 
 
-def _serve_shared(db: Path, *extra_args: str) -> Iterator[ServerProcess]:
+def _serve_shared(db: Path, *extra_args: str) -> Iterator[StrictServer]:
     """A server that many tests share: stopped cleanly at the end, and a failure if it died before."""
     proc = start_server(db, *extra_args)
     try:
         yield proc
     finally:
-        if proc.proc.poll() is None:
+        if proc.running:
             proc.stop()
         else:
-            proc.ensure_dead()
-            pytest.fail(f"a shared queueserver died during the tests (rc={proc.proc.returncode})"
+            proc.kill()
+            pytest.fail(f"a shared queueserver died during the tests (rc={proc.returncode})"
                         f"\n--- stderr ---\n{proc.stderr_text()}")
 
 
 @pytest.fixture
-def sqs(server: ServerProcess, make_client: Any) -> Any:
+def sqs(server: StrictServer, make_client: Any) -> Any:
     return make_client(server.endpoint)
 
 
 @pytest.fixture
-def sqs_unvalidated(server: ServerProcess, make_client: Any) -> Any:
+def sqs_unvalidated(server: StrictServer, make_client: Any) -> Any:
     """A client that skips botocore's client-side checks, to reach the server's own."""
     return make_client(server.endpoint, parameter_validation=False)
 
 
 @pytest.fixture(scope="session")
-def clock(server: ServerProcess) -> ClockControl:
+def clock(server: StrictServer) -> ClockControl:
     return ClockControl(server.endpoint)
 
 
@@ -119,7 +129,7 @@ def queue_url(make_queue: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def cooldown_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def cooldown_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StrictServer]:
     """A server with AWS's 60-second rules on (and a manual clock to get past them)."""
     yield from _serve_shared(tmp_path_factory.mktemp("cooldowns") / "cooldowns.db", "--test-clock",
                              "--enforce-cooldowns")

@@ -33,7 +33,7 @@ _STDLIB_REFUSES = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATE
 
 
 def encode(result: dict[str, Any]) -> bytes:
-    """orjson writes the same bytes as the stdlib encoder below, many times faster (scripts/BENCHMARKS.md);
+    """orjson writes the same bytes as the stdlib encoder below, many times faster (docs/benchmarks.md);
     what it refuses (a lone surrogate, an int beyond 64 bits) the stdlib encoder writes as before."""
     try:
         return orjson.dumps(result, option=_STDLIB_REFUSES)

@@ -1,7 +1,7 @@
 """Litestream beside the server: started after the database opens, restarted if it dies, stopped last.
 
 The server and Litestream share the write-ahead log, and agree on it like this (docs: Operations,
-Replication; measured in scripts/BENCHMARKS.md, "Replication"):
+Replication; measured in docs/benchmarks.md, "Replication"):
 
 - **Checkpoints are Litestream's while it runs.** It reads the WAL holding a read transaction, so
   no checkpoint can restart the log under it; but each checkpoint the server's connection would run

@@ -12,31 +12,32 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Callable, TypeVar
 
-from queueserver.errors import ClientError
 from queueserver.extensions import BROWSE_ACTION, MAX_BROWSE
 from queueserver.limits import DEFAULT_ACCOUNT, DEFAULT_REGION
+from queueserver.testing.process import QueueServerError, ReadyProcess
 
 T = TypeVar("T")
 
-_READY = "READY "
 
+@dataclass(frozen=True)
+class StartAttempt:
+    """How a start that was expected to fail went: `returncode` None means it did not exit by itself (it
+    printed READY, or hung) and was killed."""
 
-class QueueServerError(ClientError, RuntimeError):
-    """The server did not start, did not stop, or answered a helper call with an error.
-
-    A ClientError: the harness sees the server from outside, as a process and HTTP."""
+    returncode: int | None
+    stdout: str
+    stderr: str
 
 
 class QueueServer:
@@ -45,22 +46,34 @@ class QueueServer:
     Use it as a context manager (`with QueueServer() as qs:`), or call `start()` and `close()`.
     Without `db_path` the database lives in a temporary folder that survives `stop()`, `kill()`
     and `crash()` (the point is to start again on the same file) and goes with `close()`.
+
+    `region` and `account_id` are passed as `--region` and `--account-id` (None leaves them to the
+    server's own settings: `extra_args`, the environment or a config file); `extra_args` go to
+    `queueserver serve` after them. The server's stderr goes to `log_path` (default: beside the
+    database). `run_under` is a command the server runs under (`["taskset", "-c", "0"]` pins it to
+    core 0; `["valgrind", "--tool=callgrind"]` counts its instructions); `env` adds environment
+    variables to the server's.
     """
 
-    def __init__(self, db_path: str | os.PathLike[str] | None = None, *, region: str = DEFAULT_REGION,
-                 account_id: str = DEFAULT_ACCOUNT, test_clock: bool = True, extra_args: tuple[str, ...] = (),
-                 ready_timeout: float = 15.0) -> None:
+    def __init__(self, db_path: str | os.PathLike[str] | None = None, *, region: str | None = DEFAULT_REGION,
+                 account_id: str | None = DEFAULT_ACCOUNT, test_clock: bool = True,
+                 extra_args: Sequence[str] = (), ready_timeout: float = 15.0,
+                 log_path: str | os.PathLike[str] | None = None, run_under: Sequence[str] = (),
+                 env: Mapping[str, str] | None = None) -> None:
         self._own_dir = None if db_path is not None else Path(tempfile.mkdtemp(prefix="queueserver-"))
         self.db_path = Path(db_path) if db_path is not None else self._own_dir / "queueserver.db"  # type: ignore[operator]
-        self.log_path = self.db_path.with_name(self.db_path.name + ".log")
-        self.region = region
-        self.account_id = account_id
+        self.log_path = Path(log_path) if log_path is not None else self.db_path.with_name(self.db_path.name + ".log")
+        self.region = region or DEFAULT_REGION
+        self.account_id = account_id or DEFAULT_ACCOUNT
         self.test_clock = test_clock
-        self._extra_args = tuple(extra_args)
+        self._settings = [*(["--region", region] if region else []), *(["--account-id", account_id] if account_id else []),
+                          *(["--test-clock"] if test_clock else []), *extra_args]
         self._ready_timeout = ready_timeout
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._port = 0
-        self._regions: set[str] = {region}
+        self._run_under = tuple(run_under)
+        self._env = dict(env or {})
+        self._process: ReadyProcess | None = None
+        self._endpoint = ""
+        self._regions: set[str] = {self.region}
         self._session: Any = None
         self.keep_files = False  # set by the pytest plugin when a failed test's database is kept
 
@@ -68,82 +81,90 @@ class QueueServer:
 
     @property
     def endpoint(self) -> str:
-        if not self._port:
+        """The URL the server printed on its READY line (it keeps its port across restarts)."""
+        if not self._endpoint:
             raise QueueServerError("the server has not been started")
-        return f"http://127.0.0.1:{self._port}"
+        return self._endpoint
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._process is not None and self._process.running
+
+    @property
+    def pid(self) -> int:
+        """The server process's id (of the latest start)."""
+        return self._started().pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The latest start's exit code; None while it runs."""
+        return self._started().returncode
+
+    @property
+    def extra_stdout(self) -> list[str]:
+        """Lines the latest start printed on stdout after READY (a server prints none)."""
+        return self._started().extra_stdout
+
+    def _started(self) -> ReadyProcess:
+        if self._process is None:
+            raise QueueServerError("the server has not been started")
+        return self._process
+
+    def _argv(self) -> list[str]:
+        port = self._endpoint.rsplit(":", 1)[1] if self._endpoint else "0"
+        return [sys.executable, "-m", "queueserver", "serve", "--host", "127.0.0.1", "--port", port,
+                "--db", str(self.db_path), *self._settings]
 
     def start(self) -> QueueServer:
         """Start the server (on the port it had before, if it ran already) and wait until it answers."""
         if self.running:
             raise QueueServerError("the server is already running")
-        args = [sys.executable, "-m", "queueserver", "serve", "--host", "127.0.0.1", "--port", str(self._port),
-                "--db", str(self.db_path), "--region", self.region, "--account-id", self.account_id,
-                *(["--test-clock"] if self.test_clock else []), *self._extra_args]
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            log.write(f"--- {' '.join(args[1:])}\n".encode())
-            log.flush()
-            env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-            self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
-                                          env=env)
-        line = self._first_line(self._proc)
-        if not line.startswith(_READY):
-            self._reap(signal.SIGKILL)
-            raise QueueServerError(f"queueserver did not start (first line {line!r});"
-                                   f" its log:\n{self.log_text()}")
-        self._port = int(line.rsplit(":", 1)[1])
+        self._process = ReadyProcess.launch(self._argv(), self.log_path, ready_timeout=self._ready_timeout,
+                                            env=self._env, run_under=self._run_under)
+        self._endpoint = self._process.endpoint
         return self
 
-    def _first_line(self, proc: subprocess.Popen[bytes]) -> str:
-        """The READY line, read in a thread so that a server that hangs cannot hang the test."""
-        assert proc.stdout is not None
-        result: list[bytes] = []
-        reader = threading.Thread(target=lambda: result.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-        reader.start()
-        reader.join(self._ready_timeout)
-        return result[0].decode("utf-8", "replace").strip() if result else ""
+    def try_start(self, timeout: float = 15.0) -> StartAttempt:
+        """Start where the server should refuse to: wait until it exits, prints READY or `timeout` passes,
+        kill it if it still runs, and say how it went (its exit code, stdout and stderr)."""
+        if self.running:
+            raise QueueServerError("the server is already running")
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        process = ReadyProcess.spawn(self._argv(), self.log_path, env=self._env, run_under=self._run_under)
+        process.wait_for_exit_or_ready(timeout)
+        returncode = process.returncode
+        process.kill()
+        return StartAttempt(returncode, "\n".join(process.stdout_lines), process.stderr_text())
 
-    def stop(self, timeout: float = 15.0) -> int:
-        """SIGTERM, and wait for the clean shutdown; returns the exit code (0 when clean)."""
-        return self._reap(signal.SIGTERM, timeout)
+    def stop(self, timeout: float = 15.0, *, check: bool = False) -> int:
+        """SIGTERM, and wait for the clean shutdown; returns the exit code (0 when clean). With `check`,
+        an exit code other than 0 raises QueueServerError with the log."""
+        if self._process is None:
+            return 0
+        rc = self._process.stop(timeout)
+        if check and rc != 0:
+            raise QueueServerError(f"queueserver exited with {rc} on SIGTERM; its log:\n{self.stderr_text()}")
+        return rc
 
     def kill(self) -> None:
         """SIGKILL: the process dies at once, as in a crash; nothing is flushed or closed."""
-        self._reap(signal.SIGKILL)
+        if self._process is not None:
+            self._process.kill()
+
+    def send_signal(self, sig: int) -> None:
+        """Send a signal to the running server (SIGHUP reloads its credentials)."""
+        self._started().send_signal(sig)
 
     def restart(self, timeout: float = 15.0) -> QueueServer:
         """A clean stop, then a start on the same file and the same port."""
-        rc = self.stop(timeout)
-        if rc != 0:
-            raise QueueServerError(f"queueserver exited with {rc} on SIGTERM; its log:\n{self.log_text()}")
+        self.stop(timeout, check=True)
         return self.start()
 
     def crash(self) -> QueueServer:
         """SIGKILL, then a start on the same file and the same port: what survives is what was acknowledged."""
         self.kill()
         return self.start()
-
-    def _reap(self, sig: int, timeout: float = 15.0) -> int:
-        proc = self._proc
-        if proc is None:
-            return 0
-        if proc.poll() is None:
-            proc.send_signal(sig)
-        try:
-            rc = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise QueueServerError(f"queueserver did not exit within {timeout} s; its log:\n{self.log_text()}")
-        finally:
-            if proc.stdout is not None:
-                proc.stdout.close()
-        self._proc = None
-        return rc
 
     def close(self) -> None:
         """Stop the server and remove the temporary folder it made, unless `keep_files` is set (a
@@ -152,7 +173,6 @@ class QueueServer:
             if self.running:
                 self.stop()
         finally:
-            self._proc = None
             if self._own_dir is not None and not self.keep_files:
                 shutil.rmtree(self._own_dir, ignore_errors=True)
 
@@ -169,6 +189,10 @@ class QueueServer:
             return self.log_path.read_text(errors="replace")
         except OSError:
             return ""
+
+    def stderr_text(self) -> str:
+        """What the latest start wrote to stderr."""
+        return self._process.stderr_text() if self._process is not None else ""
 
     # --- the test clock ------------------------------------------------------------
 

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchkit import CHROMIUM, CHROMIUM_ARGS
 from support.clients import json_client
 from support.server import running
+
+from queueserver.testing.chromium import CHROMIUM, CHROMIUM_ARGS
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import boto3
 from botocore.config import Config
 from playwright.sync_api import expect
 
-from replicakit import wait_until_replicating
+from support.machine_loss import wait_until_replicating
 from support.server import running
 
 

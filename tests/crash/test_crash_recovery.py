@@ -4,8 +4,8 @@ Five client threads send (single and batch), receive, delete and change visibili
 while the server is SIGKILLed every 3–5 s and restarted on the same file. At the end
 every acknowledged send is either deleted by a consumer or still in the queue, no
 message whose delete was acknowledged comes back, receive counts never go down, and
-the file passes PRAGMA integrity_check and `queueserver check`. scripts/soak.py runs
-the same loop with hundreds of kills. The checker itself is tested first, on made-up
+the file passes PRAGMA integrity_check and `queueserver check`. The soak run
+(`pytest -m soak tests/crash`, test_soak.py) runs the same loop with hundreds of kills. The checker itself is tested first, on made-up
 records, so that a clean result means something.
 """
 
@@ -16,8 +16,8 @@ import socket
 import threading
 
 import pytest
-from crashkit import ACKED, REFUSED, UNKNOWN, Ledger, crash_run, verify
-from crashledger import classify
+from support.crash_ledger import classify
+from support.crash_workload import ACKED, REFUSED, UNKNOWN, Ledger, crash_run, verify
 from support.clients import ResponseCutShort, never_retrying_client
 from support.faults import assert_acknowledged_work_survived
 from support.server import run_queueserver

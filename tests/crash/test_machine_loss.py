@@ -4,7 +4,7 @@ restore` brings the database back from the replica into a fresh folder, and the 
 
 Every message acknowledged more than the replication window before the loss (the upload interval,
 plus the second in which Litestream reads the WAL) is back; nothing deleted before that window
-comes back; the restored file's integrity check is ok. scripts/replicakit.py does the counting.
+comes back; the restored file's integrity check is ok. support/machine_loss.py does the counting.
 
 The replicas: a folder (another mount, in production); an S3 bucket served by moto's server,
 which stands in for object storage (AWS S3, MinIO, R2 ...): the same S3 API that Litestream
@@ -21,7 +21,7 @@ from typing import Any
 
 import boto3
 import pytest
-from replicakit import children, loss_run, replication, wait_until_replicating
+from support.machine_loss import children, loss_run, replication, wait_until_replicating
 from support.moto import CREDENTIALS, moto_server
 from support.server import wait_for
 from support.sftp import sftp_server
@@ -72,10 +72,10 @@ def test_a_hung_litestream_is_killed_and_restarted(server_factory: Any, tmp_path
     """A stopped (SIGSTOP) Litestream says nothing; its read transaction would pin the WAL for good."""
     server = server_factory(tmp_path / "queueserver.db", "--replicate", str(tmp_path / "replica"))
     wait_until_replicating(server)
-    (litestream,) = children(server.proc.pid)
+    (litestream,) = children(server.pid)
     os.kill(litestream, signal.SIGSTOP)
     wait_for(lambda: replication(server.endpoint)["restarts"] == 1, "the hung Litestream to be restarted",
              timeout=SILENCE_SECONDS + 30)
     assert "Litestream said nothing for 30 s; killing it" in server.stderr_text()
-    wait_for(lambda: replication(server.endpoint)["running"] and children(server.proc.pid) != [litestream],
+    wait_for(lambda: replication(server.endpoint)["running"] and children(server.pid) != [litestream],
              "a new Litestream")

@@ -7,7 +7,7 @@ whatever was not. The same layer injects failing syncs and renames into the runn
 
 * repeated cuts under concurrent load (half of them leaving a random part of the unsynced
   writes on disk): every acknowledged send is there, every acknowledged delete stays deleted
-  (tests/crash/crashledger.py checks, as for the SIGKILL test);
+  (tests/support/crash_ledger.py checks, as for the SIGKILL test);
 * the test of the test: a disk that ignores syncs must lose acknowledged sends;
 * an fsync that fails (EIO): every request is refused until a restart, and what was
   acknowledged before it survives a cut;
@@ -101,7 +101,7 @@ def test_a_failed_write_back_of_a_deleted_database_answers_503_and_serves_again_
     wait_for_log(server, "was deleted while the server ran")
     for _ in range(3):
         assert_service_unavailable(tally.send(client, url))
-    assert server.proc.poll() is None
+    assert server.running
     assert server.stderr_text().count("storage unavailable") == 1, "one line per outage"
 
     powercut.command("clear")

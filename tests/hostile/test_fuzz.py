@@ -63,7 +63,7 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Any:
         assert response.status == 200, response.body
         urls.append(response.json()["QueueUrl"])
     yield proc, urls
-    alive = proc.proc.poll() is None
+    alive = proc.running
     log = proc.stderr_text()
     proc.stop()
     assert alive, log

@@ -63,7 +63,7 @@ def _stream_until_answered(sock: socket.socket, chunk: bytes, most: int, chunked
 
 @pytest.mark.parametrize("how", ["Content-Length of 1 GB", "chunked without end"])
 def test_an_oversize_body_is_refused_with_a_413_before_it_is_held_in_memory(request_limited, how):
-    pid = request_limited.proc.pid
+    pid = request_limited.pid
     before = memory_kib(pid)
     sock = connect(request_limited.endpoint)
     with sock:
@@ -102,7 +102,7 @@ def test_every_route_reads_its_body_through_the_one_door(request_limited, route,
     """Whatever a route does with a body (SQS decodes it, the console checks a CSRF token in it, /ready
     ignores it), no body reaches it past its limit: a chunked one is refused as it streams, a declared
     one before it is read, and bytes sent without a length are not a body at all."""
-    pid = request_limited.proc.pid
+    pid = request_limited.pid
     before = memory_kib(pid)
     with connect(request_limited.endpoint) as sock:  # a chunked body that would never end
         sock.sendall(_shaped_head(method, path, "Transfer-Encoding: chunked\r\n"))
@@ -127,7 +127,7 @@ def test_every_route_reads_its_body_through_the_one_door(request_limited, route,
 
 def test_a_1_gib_chunked_post_to_the_console_login_is_refused_early_with_memory_flat(request_limited):
     """No login and no CSRF token: the form limit is reached long before anything of the form is read."""
-    pid = request_limited.proc.pid
+    pid = request_limited.pid
     before = memory_kib(pid)
     with connect(request_limited.endpoint) as sock:
         sock.sendall(_shaped_head("POST", "/console/login", "Transfer-Encoding: chunked\r\n"))
@@ -151,7 +151,7 @@ def test_an_oversize_query_request_gets_its_413_as_query_xml(request_limited):
 
 
 def test_eight_parallel_100_mb_bodies_are_refused_without_growing_the_server(request_limited):
-    pid = request_limited.proc.pid
+    pid = request_limited.pid
     before = memory_kib(pid)
     statuses: list[int] = []
 
@@ -284,7 +284,7 @@ def test_a_connection_that_keeps_trickling_bytes_is_still_closed_at_the_deadline
 def test_a_connection_flood_is_refused_beyond_the_limit_while_existing_connections_are_served(server_factory, tmp_path):
     limit = 40
     server = server_factory(tmp_path / "flood.db", "--max-connections", str(limit), "--header-timeout", "2")
-    pid = server.proc.pid
+    pid = server.pid
     baseline = open_descriptors(pid)
     existing = connect(server.endpoint)
     body = json.dumps({}).encode()
@@ -324,7 +324,7 @@ def test_a_tls_port_counts_connections_from_their_accept_and_closes_those_that_n
     limit = 40
     server = server_factory(tmp_path / "tls.db", "--tls-cert", str(cert), "--tls-key", str(key),
                             "--max-connections", str(limit), "--handshake-timeout", "2", "--header-timeout", "3")
-    pid = server.proc.pid
+    pid = server.pid
     baseline = open_descriptors(pid)
     refused_before = Scrape(_https_get(server.endpoint, "/metrics", ca).decode()).value(
         "queueserver_connections_refused_total")
@@ -356,7 +356,7 @@ def test_the_metrics_listener_reads_its_bodies_through_the_same_door(server_fact
     door: refused as it streams or by its declared length, never held."""
     server = server_factory(tmp_path / "q.db", "--test-clock", "--metrics-listen", "127.0.0.1:0")
     endpoint = metrics_address(server)
-    pid = server.proc.pid
+    pid = server.pid
     before = memory_kib(pid)
     for path in ("/metrics", "/ready", "/anything"):
         with connect(endpoint) as sock:

@@ -79,7 +79,7 @@ def test_sighup_rereads_the_credentials_file(tmp_path):
         renewed = signed_client("json", server.endpoint, "AKIDBOB", secret="bob-SECRET")
         with pytest.raises(ClientError):
             renewed.list_queues()
-        server.proc.send_signal(signal.SIGHUP)
+        server.send_signal(signal.SIGHUP)
         wait_for(lambda: "credentials reloaded" in server.stderr_text(), "the reload after SIGHUP", timeout=15)
         assert renewed.list_queues()["ResponseMetadata"]["HTTPStatusCode"] == 200
     finally:
@@ -102,7 +102,7 @@ def test_a_reload_takes_effect_on_the_very_next_request_of_a_key_that_was_just_u
         keys["AKIDWORKER"]["policy"] = keys["AKIDWORKER"]["policy"].replace(":jobs", ":orders")
         keys["AKIDALICE"]["secret_access_key"] = "alice-new-secret"
         path.write_text(credentials_toml(keys))
-        server.proc.send_signal(signal.SIGHUP)
+        server.send_signal(signal.SIGHUP)
         wait_for(lambda: "credentials reloaded" in server.stderr_text(), "the reload after SIGHUP", timeout=15)
         with pytest.raises(ClientError) as caught:
             bob.list_queues()
@@ -133,7 +133,7 @@ def test_a_reload_that_narrows_a_keys_policy_revokes_what_it_was_just_allowed_wi
             {"Effect": "Deny", "Action": "sqs:SendMessage", "Resource": "*"},
             {"Effect": "Allow", "Action": "sqs:*", "Resource": "*"}]})
         path.write_text(credentials_toml(keys))
-        server.proc.send_signal(signal.SIGHUP)
+        server.send_signal(signal.SIGHUP)
         wait_for(lambda: "credentials reloaded" in server.stderr_text(), "the reload after SIGHUP", timeout=15)
         for call in (lambda: worker.get_queue_attributes(QueueUrl=jobs, AttributeNames=["QueueArn"]),
                      lambda: alice.send_message(QueueUrl=jobs, MessageBody="denied now")):

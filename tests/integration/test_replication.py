@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from replicakit import children, replication, wait_until_replicating
+from support.machine_loss import children, replication, wait_until_replicating
 from support.clients import json_client
 from support.metrics import health, scrape
 from support.server import ACCOUNT, run_queueserver, wait_for
@@ -70,7 +70,7 @@ def test_without_replicate_ready_and_metrics_say_nothing_of_replication(server: 
 
 def test_litestream_killed_is_restarted_and_the_server_checkpoints_itself_while_it_is_down(replicated: Any) -> None:
     server, _, _ = replicated
-    (litestream,) = children(server.proc.pid)
+    (litestream,) = children(server.pid)
     os.kill(litestream, signal.SIGKILL)
     wait_for(lambda: replication(server.endpoint)["restarts"] == 1, "the supervisor to restart Litestream")
     wait_for(lambda: replication(server.endpoint)["running"], "Litestream to run again")
@@ -85,7 +85,7 @@ def test_litestream_killed_is_restarted_and_the_server_checkpoints_itself_while_
 
 def test_litestream_ends_with_a_server_killed_by_sigkill(replicated: Any) -> None:
     server, _, _ = replicated
-    (litestream,) = children(server.proc.pid)
+    (litestream,) = children(server.pid)
     server.kill()
     wait_for(lambda: not Path(f"/proc/{litestream}").exists() or "zombie" in _state(litestream),
              "Litestream to end with its server")

@@ -1,6 +1,6 @@
 """The test suite's one support package: everything a test needs besides its fixtures.
 
-- server.py: the queueserver process (scripts/benchkit.py's launcher, failing the test when a
+- server.py: the queueserver process (queueserver.testing's QueueServer, failing the test when a
   start fails), `Servers` that never outlive a test, the test clock (`ClockControl`), waits;
 - clients.py: boto3's JSON client, the Query/XML client, the never-retrying crash-tier client;
 - sqs.py: SQS's error checks, MD5s, unique names, queue counts, receives, drains, ARNs, redrive;
@@ -11,6 +11,6 @@
 - moto.py: moto's server, a second SQS (and the S3 of the replication tests) for any tier;
   sftp.py: Debian's sshd on loopback, for an sftp:// replica.
 
-pyproject puts tests/ and scripts/ on pytest's path, so `from support.sqs import counts` works
+pyproject puts tests/ on pytest's path, so `from support.sqs import counts` works
 from every folder and in every import mode.
 """

@@ -1,5 +1,5 @@
 """The SQS clients of the tests: boto3's JSON client, a botocore client speaking Query/XML, and
-(from scripts/benchkit.py) the never-retrying client of the crash tier.
+the never-retrying client of the crash tier.
 
 `json_client` is boto3's own AWS JSON 1.0 client that makes one attempt per call.
 
@@ -28,14 +28,14 @@ gives, so one test body's assertions hold over both protocols:
 from __future__ import annotations
 
 import functools
+import threading
 from pathlib import Path
 from typing import Any
 
 import boto3
 import botocore.session
-from benchkit import ResponseCutShort
-from benchkit import make_client as never_retrying_client
 from botocore.config import Config
+from botocore.exceptions import BotoCoreError
 
 __all__ = ["ResponseCutShort", "json_client", "make_query_client", "never_retrying_client"]
 
@@ -100,3 +100,40 @@ def _like_json(parsed: dict[str, Any], model: Any, shapes_by_code: dict[str, str
         return
     for name in ALWAYS_LISTED.get(model.name, ()):
         parsed.setdefault(name, [])
+
+
+# --- the crash tier's client: one attempt, and a cut response is no answer ---------------------
+
+_CLIENT_LOCK = threading.Lock()  # building clients from one session is not thread-safe: the workers' own session
+_WORKER_SESSIONS: list[boto3.session.Session] = []
+
+
+class ResponseCutShort(BotoCoreError):
+    fmt = "The response ended after {received} of its {expected} bytes: the server died while sending it"
+
+
+def _refuse_cut_responses(http_response: Any, **_: Any) -> None:
+    """botocore parses a body cut short by the server's death as an empty success ({}):
+    a DeleteMessageBatch answered so would look acknowledged with nothing deleted."""
+    expected = http_response.headers.get("content-length")
+    received = len(http_response.content)
+    if expected is not None and int(expected) != received:
+        raise ResponseCutShort(received=received, expected=expected)
+
+
+def never_retrying_client(endpoint: str, read_timeout: float = 5, connect_timeout: float = 2) -> Any:
+    """A client that makes exactly one attempt per call and never takes a cut response for an answer.
+
+    botocore's `max_attempts` counts *retries* (max_attempts=1 is two attempts); only
+    `total_max_attempts` counts the first one.
+    """
+    config = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=connect_timeout,
+                    read_timeout=read_timeout, max_pool_connections=4)
+    with _CLIENT_LOCK:
+        if not _WORKER_SESSIONS:
+            _WORKER_SESSIONS.append(boto3.session.Session(aws_access_key_id="test", aws_secret_access_key="test",
+                                                          region_name="us-east-1"))
+        client = _WORKER_SESSIONS[0].client("sqs", region_name="us-east-1", endpoint_url=endpoint,
+                                         aws_access_key_id="test", aws_secret_access_key="test", config=config)
+    client.meta.events.register("after-call.sqs", _refuse_cut_responses)
+    return client

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
-from crashledger import Figures
+from support.crash_ledger import Figures
 from support.server import ACCOUNT, Refusal, Server, advance_clock, integrity, try_serve, wait_for
 from support.sqs import receive_and_delete_all
 from support.wire import raw_json_call

@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchkit import Server, ServerError, advance_clock, integrity, make_client, start_server
-from crashkit import QUEUE_NAME, SharedEndpoint, Workload, drain
-from crashledger import ACKED, Figures, Ledger, verify
+from support.clients import never_retrying_client as make_client
+from support.crash_ledger import ACKED, Figures, Ledger, verify
+from support.crash_workload import QUEUE_NAME, SharedEndpoint, Workload, drain
+from support.server import Server, ServerError, advance_clock, integrity, start_server
 
 FS_SCRIPT = Path(__file__).resolve().parent / "powercut_fs.py"
 
@@ -78,8 +79,8 @@ class PowerCutMount:
     def cut(self, server: Server | None = None, spill_seed: int | None = None) -> None:
         """The power failure: nothing that was not synced survives it, except (with `spill_seed`)
         a random part of it that the disk happened to write first."""
-        if server is not None and server.proc.poll() is None:
-            server.proc.send_signal(signal.SIGSTOP)
+        if server is not None and server.running:
+            server.send_signal(signal.SIGSTOP)
         if spill_seed is not None:
             self.command(f"spill {spill_seed}")
         self.kill()
@@ -119,7 +120,7 @@ def power_run(workdir: Path, cuts: int, seconds_between: tuple[float, float], ly
     servers: list[Server] = []
     try:
         fs.mount()
-        server = start_server(db, log_dir=logs)
+        server = start_server(db, log_dir=logs, strict=False)
         servers.append(server)
         make_client(server.endpoint).create_queue(QueueName=QUEUE_NAME)
         if lying:
@@ -137,7 +138,7 @@ def power_run(workdir: Path, cuts: int, seconds_between: tuple[float, float], ly
                 fs.mount()
                 if lying:
                     fs.command("lying on")
-                server = start_server(db, log_dir=logs)
+                server = start_server(db, log_dir=logs, strict=False)
                 servers.append(server)
                 shared.set(server.endpoint)
                 ledger.events.append((time.time(), f"ready {server.endpoint}"))
@@ -150,7 +151,7 @@ def power_run(workdir: Path, cuts: int, seconds_between: tuple[float, float], ly
         if workload.failures:
             raise RuntimeError(f"a worker failed: {workload.failures!r}")
         fs.mount()
-        checker = start_server(db, "--test-clock", log_dir=logs)
+        checker = start_server(db, "--test-clock", log_dir=logs, strict=False)
         servers.append(checker)
         advance_clock(checker.endpoint, 13 * 3600)
         drained = drain(checker.endpoint, ledger)
@@ -166,9 +167,9 @@ def power_run(workdir: Path, cuts: int, seconds_between: tuple[float, float], ly
         return figures
     except BaseException:
         for s in servers[-3:]:
-            say(f"--- stderr of server pid {s.proc.pid} ---\n{s.stderr_text()[-3000:]}")
+            say(f"--- stderr of server pid {s.pid} ---\n{s.stderr_text()[-3000:]}")
         raise
     finally:
         for s in servers:
-            s.ensure_dead()
+            s.kill()
         fs.kill()

@@ -81,3 +81,45 @@ def test_all_sql_lives_in_the_storage_layer() -> None:
         if any(keyword in text for keyword in ("SELECT ", "UPDATE messages", "INSERT INTO", "DELETE FROM")):
             offenders.append(str(path.relative_to(PACKAGE)))
     assert offenders == []
+
+
+REPO = PACKAGE.parent
+TESTS = REPO / "tests"
+SCRIPTS = REPO / "scripts"
+
+
+def _top_level_names(folder: Path) -> set[str]:
+    """The names a module in `folder` could be imported by when the folder is on the path."""
+    return {path.stem for path in folder.glob("*.py")} | {path.name for path in folder.iterdir()
+                                                         if path.is_dir() and any(path.glob("*.py"))}
+
+
+def _crossings(folder: Path, forbidden: set[str]) -> list[str]:
+    found = []
+    for path in folder.rglob("*.py"):
+        for name in _imports(path):
+            if name.split(".")[0] in forbidden:
+                found.append(f"{path.relative_to(folder.parent)} imports {name}")
+    return sorted(found)
+
+
+def test_the_tests_import_nothing_from_scripts() -> None:
+    """The tests start servers through queueserver.testing, the harness users get; the scripts are tools."""
+    assert _crossings(TESTS, _top_level_names(SCRIPTS) | {"scripts"}) == []
+
+
+def test_the_scripts_import_nothing_from_the_tests() -> None:
+    assert _crossings(SCRIPTS, _top_level_names(TESTS) | {"tests", "support", "conftest"}) == []
+
+
+def test_the_crossing_check_sees_every_form_of_import(tmp_path: Path) -> None:
+    folder = tmp_path / "tools"
+    (folder / "kit").mkdir(parents=True)
+    (folder / "kit" / "__init__.py").write_text("")
+    (folder / "probe.py").write_text("import kit.launch\nfrom support.server import start\nimport json\n"
+                                     "def late():\n    from tests.support import wire\n")
+    assert _top_level_names(folder) == {"kit", "probe"}
+    assert _crossings(folder, {"support", "tests", "kit"}) == [
+        "tools/probe.py imports kit.launch", "tools/probe.py imports support.server",
+        "tools/probe.py imports support.server.start", "tools/probe.py imports tests.support",
+        "tools/probe.py imports tests.support.wire"]

@@ -139,7 +139,7 @@ def test_starting_from_all_counts_the_new_delivery_on_shared_and_unshared_bodies
 def test_the_count_of_deliveries_may_be_null_so_that_deletes_without_subscriptions_open_no_statement_journal(
         tmp_path: Path) -> None:
     # An UPDATE in a trigger on messages that may fail NOT NULL makes SQLite open a statement journal for
-    # every DELETE on messages, fired or not (scripts/BENCHMARKS.md: 3.5 -> 11.5 µs a DELETE).
+    # every DELETE on messages, fired or not (docs/benchmarks.md: 3.5 -> 11.5 µs a DELETE).
     conn = sqlite3.connect(tmp_path / "q.db", isolation_level=None)
     migrate(conn)
     columns = {row[1]: row for row in conn.execute("PRAGMA table_info(message_bodies)")}

@@ -29,7 +29,11 @@ _POLL = "a bounded poll for a condition (the suite's waits for events)"
 ALLOWED: dict[str, tuple[str, ...]] = {
     "support/server.py": (f"wait_for: {_POLL}; every other wait for an event goes through it",),
     "support/powercut.py": ("the power-cut run's last pause under load: a random stretch of real time is "
-                            "the workload, as in scripts/soak.py",),
+                            "the workload, as in the crash workload's runs",),
+    "support/crash_workload.py": ("a random stretch of real time under load between two kills: the load is real",
+                                  "the last stretch under load before the last kill: the load is real"),
+    "support/machine_loss.py": ("the stretch of real time under load before the machine is lost: the load is "
+                                "real, and the loss window is measured against it",),
     "unit/test_database.py": (f"until: {_POLL} a database thread or its idle tick makes true",),
     "unit/test_engine.py": (f"until: {_POLL} the database thread makes true, such as a poll's pending timer",),
     "unit/test_shared_bodies.py": (f"{_POLL}: a move task runs steps of its own until the queue is refilled",),
