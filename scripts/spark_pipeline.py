@@ -12,9 +12,12 @@
   3. collect: a streaming read of `pipeline-results` with availableNow appends the
      results to Parquet (`DIR/results`), deleting each message only after its batch
      committed; readers dedupe on item_id (delivery is at-least-once).
-`demo` starts a queueserver, runs the driver, SIGKILLs it with every process below it (the
-JVM and Spark's Python workers) once about 40% of the work is done, runs it again, and checks
-that the Parquet output has every item once and the dead-letter queue the bad ones.
+`demo` starts a queueserver, runs the driver, SIGKILLs it with every process below it (on
+local[N] the JVM and Spark's Python workers too) once about 40% of the work is done, runs it
+again, and checks that the Parquet output has every item once and the dead-letter queue the
+bad ones. `--master spark://...` or `sc://...` runs it on a standalone cluster or a Spark
+Connect server of this machine (queueserver.spark.deployments starts one); there the kill leaves the
+executors (or the Connect server's job) running a while, and they finish items of their own.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from queueserver.spark import deployments
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
@@ -45,18 +50,11 @@ BAD_ITEMS = (13, 777)  # items whose payload the handler cannot parse: they end 
 # --- one driver run -------------------------------------------------------------------------
 
 
-def session() -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+def session(master: str) -> Any:
+    """A session on `master` (local[N], spark://..., sc://...); executors import queueserver from this venv."""
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2]").appName("queueserver-pipeline")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    conf = {} if master.startswith("sc://") else {"spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"]}
+    return deployments.session(master, "queueserver-pipeline", conf)
 
 
 def ensure_queues(endpoint: str, visibility_timeout: int) -> Any:
@@ -99,7 +97,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
     figures: dict[str, Any] = {"run": args.run_name}
     started = time.monotonic()
-    spark = session()
+    spark = session(args.master)
     register(spark)
     ensure_queues(args.endpoint, args.visibility_timeout)
     figures["session_s"] = round(time.monotonic() - started, 1)
@@ -158,23 +156,10 @@ def start_server(db: Path) -> tuple[subprocess.Popen[bytes], str]:
     return proc, line.split(" ", 1)[1]
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (Spark's Python daemon sits in a process group of its own)."""
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            children = [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-        for child in children:
-            found += [child, *descendants(child)]
-    return found
-
-
 def driver(args: argparse.Namespace, endpoint: str, name: str) -> subprocess.Popen[bytes]:
     command = [sys.executable, __file__, "run", "--endpoint", endpoint, "--workdir", args.workdir, "--items",
                str(args.items), "--work-seconds", str(args.work_seconds), "--concurrency", str(args.concurrency),
-               "--visibility-timeout", str(args.visibility_timeout), "--run-name", name]
+               "--visibility-timeout", str(args.visibility_timeout), "--run-name", name, "--master", args.master]
     return subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, start_new_session=True)
 
 
@@ -204,7 +189,7 @@ def demo(args: argparse.Namespace) -> int:
                 break
             if first.poll() is not None:
                 raise SystemExit("the first run ended before it could be killed; use more --items")
-        for pid in [first.pid, *descendants(first.pid)]:  # the driver, its JVM and its Python workers, at once
+        for pid in [first.pid, *deployments.descendants(first.pid)]:  # the driver, its JVM and its Python workers, at once
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -242,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--visibility-timeout", type=int, default=10)
     parser.add_argument("--kill-at", type=float, default=0.4, help="demo: the share of items done at the kill")
     parser.add_argument("--run-name", default="run")
+    parser.add_argument("--master", default="local[2]",
+                        help="where Spark runs: local[N], spark://HOST:PORT (a standalone cluster on this machine: its "
+                             "executors must reach the queueserver at 127.0.0.1) or sc://HOST:PORT (Spark Connect); "
+                             "queueserver.spark.deployments starts either")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "demo":

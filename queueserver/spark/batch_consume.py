@@ -76,6 +76,7 @@ def consume(spark: Any, endpoint: str | None, queue: str, fn: Callable[[Any], T]
     heartbeat = VisibilityHeartbeat(client, queue_url, held, visibility_timeout, interval) if interval else None
     log.info("consume: %d message(s) from %s, running %s", count, queue_url, getattr(fn, "__name__", fn))
     if heartbeat is not None:
+        heartbeat.beat()  # at once: the receive was Spark jobs ago (on a busy Connect server, seconds)
         heartbeat.start()
     try:
         result = fn(df)

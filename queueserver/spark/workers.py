@@ -5,7 +5,9 @@ worker as `queueserver worker`): it pulls work items, keeps them invisible with 
 visibility heartbeat while the handler runs, deletes on success and, on failure,
 releases the item at once (MakeVisibleNow, unless another failure policy is given), so
 an item that keeps failing reaches the dead-letter queue through the queue's own
-RedrivePolicy. No Data Source API is involved: the tasks only host the workers.
+RedrivePolicy. No Data Source API is involved: the tasks only host the workers. They
+are a DataFrame, `spark.range(n, numPartitions=n).mapInArrow(...)`, not an RDD, because
+that runs the same in a classic session and over Spark Connect, which has no SparkContext.
 
 When does a task stop? With `drain=True` (the default) only when it has been idle for
 `idle_polls` long polls, no handler of its own is running, and the queue reports
@@ -15,6 +17,11 @@ they come back when their visibility ends, and somebody must still be polling th
 That is also what makes a killed job restartable: everything deleted was done, so a
 new run finishes exactly what is left (after the dead run's items time out).
 With `drain=False` a task stops after `idle_polls` empty polls whatever the counts say.
+
+If an executor dies, Spark runs its task again elsewhere. What the dead task had deleted
+is done; what it held comes back after its visibility timeout and is done by a task
+still polling. The counts returned are those of the tasks that finished: a dead task's
+are lost with it.
 """
 
 from __future__ import annotations
@@ -53,6 +60,10 @@ class WorkCounts:
     seconds: float = 0.0
 
 
+COUNTED = tuple(f.name for f in fields(WorkCounts) if f.name not in ("workers", "seconds"))
+RESULT_SCHEMA = ", ".join(f"{name} long" for name in ("index", *COUNTED))
+
+
 @dataclass(frozen=True)
 class _WorkPlan:
     connection: Connection  # its queue is the resolved URL
@@ -83,6 +94,8 @@ def run_workers(spark: Any, endpoint: str | None, queue: str, handler: Callable[
     by default); 0 turns it off. If the job is killed, items being worked on come back
     after `visibility_timeout` and the next run does them; items already deleted are done.
     `max_seconds` bounds each task's time (its items in progress are finished or released).
+    Each task holds an executor core until the work is done: with more tasks than cores, the
+    extra ones start only when others have finished.
     """
     require_pyspark()
     if parallelism < 1:
@@ -100,18 +113,13 @@ def run_workers(spark: Any, endpoint: str | None, queue: str, handler: Callable[
                      shutdown_grace_period, max_seconds)
     # Build a Worker here once, so that a bad option fails on the driver with the worker's own message.
     Worker(None, queue_url, handler, **_worker_options(plan))
-    sc = spark.sparkContext
-    if parallelism > sc.defaultParallelism:
-        log.warning("parallelism %d is above Spark's default parallelism %d: the extra tasks only start when "
-                    "others finish", parallelism, sc.defaultParallelism)
     started = time.monotonic()
-    sc.setJobDescription(f"queueserver.spark.run_workers on {queue_url}")
-    try:
-        results = sc.parallelize(range(parallelism), parallelism).mapPartitions(
-            functools.partial(_work_partition, plan, handler)).collect()
-    finally:
-        sc.setJobDescription(None)
-    total = {f.name: 0 for f in fields(WorkCounts) if f.name not in ("workers", "seconds")}
+    # One row per task, one task per row: range's own partitions, so no shuffle (which adaptive
+    # execution could coalesce into fewer tasks). The DataFrame API works in classic and Connect sessions.
+    tasks = spark.range(0, parallelism, 1, parallelism).mapInArrow(functools.partial(_work_task, plan, handler),
+                                                                 RESULT_SCHEMA)
+    results = [row.asDict() for row in tasks.collect()]
+    total = dict.fromkeys(COUNTED, 0)
     for counts in results:
         for name in total:
             total[name] += counts[name]
@@ -191,9 +199,18 @@ def _queue_is_empty(plan: _WorkPlan) -> bool:
     return all(int(attrs.get(name, "0")) == 0 for name in names)
 
 
-def _work_partition(plan: _WorkPlan, handler: Callable[[dict[str, Any]], Any], indexes: Iterator[int]) -> Iterator[dict[str, Any]]:
-    """One Spark task: run a Worker until the work is done (see the module docstring)."""
-    index = next(iter(indexes), 0)
+def _work_task(plan: _WorkPlan, handler: Callable[[dict[str, Any]], Any], batches: Iterator[Any]) -> Iterator[Any]:
+    """One Spark task (mapInArrow over one row, its index): run a Worker, yield its counts as one row."""
+    import pyarrow as pa
+
+    indexes = [index for batch in batches for index in batch.column(0).to_pylist()]
+    counts = _work(plan, handler, indexes[0] if indexes else 0)
+    yield pa.RecordBatch.from_pylist([{name: counts[name] for name in ("index", *COUNTED)}],
+                                     schema=pa.schema([(name, pa.int64()) for name in ("index", *COUNTED)]))
+
+
+def _work(plan: _WorkPlan, handler: Callable[[dict[str, Any]], Any], index: int) -> dict[str, int]:
+    """Run a Worker until the work is done (see the module docstring); its counters."""
     activity = _Activity(handler)
     worker = Worker(plan.connection.client(), plan.connection.queue, activity.handler, **_worker_options(plan))
     started = time.monotonic()
@@ -215,4 +232,4 @@ def _work_partition(plan: _WorkPlan, handler: Callable[[dict[str, Any]], Any], i
             log.error("worker %d did not stop in time", index)
     counters = worker.counters
     log.info("worker %d finished in %.1f s: %s", index, time.monotonic() - started, counters)
-    yield {f.name: getattr(counters, f.name) for f in fields(counters)} | {"index": index}
+    return {f.name: getattr(counters, f.name) for f in fields(counters)} | {"index": index}

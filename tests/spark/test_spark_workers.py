@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.spark import send, wait_for
+from support.spark import SqsTarget, send, wait_for
 from support.sqs import visible_and_in_flight
 
 pytestmark = pytest.mark.spark
@@ -37,8 +37,10 @@ def make_handler(directory: Path, seconds: float = 0.0) -> Any:
     return handle
 
 
+# On the cluster run_workers runs in test_spark_executor_loss.py, with an executor killed under it.
+@pytest.mark.spark_modes("local", "connect")
 def test_run_workers_does_every_item_once_and_sends_a_poison_item_to_the_dead_letter_queue(
-        spark: Any, endpoint: str, spark_sqs: Any, make_spark_queue: Any, tmp_path: Path) -> None:
+        spark: Any, target: SqsTarget, spark_sqs: Any, make_spark_queue: Any, tmp_path: Path) -> None:
     from queueserver.spark import run_workers
 
     url = make_spark_queue("work", dead_letter_after=2)
@@ -46,8 +48,8 @@ def test_run_workers_does_every_item_once_and_sends_a_poison_item_to_the_dead_le
     items = [f"item-{i}" for i in range(14)] + ["slow", "poison"]
     send(spark_sqs, url, items)
 
-    result = run_workers(spark, endpoint, url, make_handler(tmp_path), parallelism=2, visibility_timeout=2,
-                         wait_time_seconds=1, idle_polls=2)
+    result = run_workers(spark, target.endpoint, url, make_handler(tmp_path), parallelism=2, visibility_timeout=2,
+                         wait_time_seconds=1, idle_polls=2, **target.helper_options())
 
     done = recorded(tmp_path)
     assert done == Counter({item: 1 for item in items if item != "poison"})  # the 4 s item (visibility 2 s) too
@@ -58,8 +60,10 @@ def test_run_workers_does_every_item_once_and_sends_a_poison_item_to_the_dead_le
     assert [m["Body"] for m in moved] == ["poison"]
 
 
+# Not on the cluster: there Spark retries a killed task and the job lives on (test_spark_executor_loss.py).
+@pytest.mark.spark_modes("local")
 def test_a_job_killed_halfway_and_started_again_finishes_the_rest_and_redoes_nothing_that_was_done(
-        spark: Any, endpoint: str, spark_sqs: Any, make_spark_queue: Any, tmp_path: Path) -> None:
+        spark: Any, target: SqsTarget, spark_sqs: Any, make_spark_queue: Any, tmp_path: Path) -> None:
     from queueserver.spark import run_workers
     from queueserver.spark.connection import browse_page
 
@@ -73,8 +77,9 @@ def test_a_job_killed_halfway_and_started_again_finishes_the_rest_and_redoes_not
 
     def first() -> None:
         try:
-            outcome["counts"] = run_workers(spark, endpoint, url, make_handler(first_run, 0.25), parallelism=2,
-                                            visibility_timeout=3, wait_time_seconds=1, idle_polls=2)
+            outcome["counts"] = run_workers(spark, target.endpoint, url, make_handler(first_run, 0.25), parallelism=2,
+                                            visibility_timeout=3, wait_time_seconds=1, idle_polls=2,
+                                            **target.helper_options())
         except Exception as exc:  # noqa: BLE001 - the job is expected to die
             outcome["error"] = exc
 
@@ -93,8 +98,8 @@ def test_a_job_killed_halfway_and_started_again_finishes_the_rest_and_redoes_not
     assert 0 < len(remaining) < len(items)
     assert remaining | done_first == set(items)
 
-    result = run_workers(spark, endpoint, url, make_handler(second_run, 0.05), parallelism=2,
-                         visibility_timeout=3, wait_time_seconds=1, idle_polls=2)
+    result = run_workers(spark, target.endpoint, url, make_handler(second_run, 0.05), parallelism=2,
+                         visibility_timeout=3, wait_time_seconds=1, idle_polls=2, **target.helper_options())
 
     again = recorded(second_run)
     assert set(again) == remaining  # finishes the rest: the items the kill interrupted come back after 3 s

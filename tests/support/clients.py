@@ -55,11 +55,13 @@ def _boto3_session() -> boto3.session.Session:
     return boto3.session.Session(aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1")
 
 
-def json_client(endpoint: str, region: str = "us-east-1", **config_kwargs: Any) -> Any:
+def json_client(endpoint: str, region: str = "us-east-1", *, aws_access_key_id: str = "test",
+                aws_secret_access_key: str = "test", **config_kwargs: Any) -> Any:
     """boto3's JSON client of `endpoint`: one attempt per call (config_kwargs go to botocore's Config)."""
     config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=45, **config_kwargs)
-    return _boto3_session().client("sqs", region_name=region, endpoint_url=endpoint, aws_access_key_id="test",
-                                 aws_secret_access_key="test", config=config)
+    return _boto3_session().client("sqs", region_name=region, endpoint_url=endpoint,
+                                   aws_access_key_id=aws_access_key_id, aws_secret_access_key=aws_secret_access_key,
+                                   config=config)
 
 
 @functools.lru_cache(maxsize=1)

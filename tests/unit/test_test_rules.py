@@ -49,8 +49,16 @@ ALLOWED: dict[str, tuple[str, ...]] = {
                                            "passing without moving the test clock is the point of the test",),
     "spark/test_spark_batch_read.py": ("executors heartbeat on the real clock: a consumer keeps trying to steal "
                                        "for twice the visibility timeout",),
-    "spark/test_spark_stream_read.py": ("executors heartbeat on the real clock: a consumer keeps trying to steal "
-                                        "for 2.5 visibility timeouts",),
+    "spark/test_spark_executor_loss.py": (
+        f"{_POLL} on the executors, which have no wait_for: a handler holds its item while the stall file exists",
+        "the handler's work, run on the executors in real time",
+        f"{_POLL} on the executors: the stream's map holds its row while the stall file exists",
+    ),
+    "spark/test_spark_stream_read.py": (
+        f"{_POLL} in foreachBatch (the driver, or the Connect server's Python): the batch lasts until the test "
+        "releases it",
+        "executors heartbeat on the real clock: a consumer keeps trying to steal for 2.5 visibility timeouts",
+    ),
     "spark/test_spark_workers.py": (
         "the handler's work, run on the executors in real time (the slow item outlasts its visibility)",
         "no event marks a request the killed executors sent last: the pause lets it land before the queue is read",
