@@ -188,11 +188,14 @@ class VisibilityChange:
     visibility_timeout: int
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class EntryOutcome:
     """One entry of a batch operation: done, or the error it failed with."""
 
     error: Exception | None = None
+
+
+DONE = EntryOutcome()  # every entry that succeeded shares it (frozen): no object per entry
 
 
 @dataclass(frozen=True)

@@ -216,10 +216,12 @@ class Database:
             conn.execute("BEGIN IMMEDIATE")
         except Exception as exc:  # noqa: BLE001 - SQSError: the file was replaced, or unsynced
             aborted = exc
-        for op in group if conn is not None and aborted is None else ():
+        # One cursor for the savepoints of the group: conn.execute would make one per statement.
+        marks = conn.cursor() if conn is not None and aborted is None else None
+        for op in group if marks is not None else ():
             tx = Transaction(conn)
             try:
-                conn.execute("SAVEPOINT op")
+                marks.execute("SAVEPOINT op")
                 result = op.fn(tx)
             except BaseException as exc:
                 if not conn.in_transaction:  # SQLite rolled the whole group back (full, I/O …)
@@ -234,7 +236,7 @@ class Database:
                 outcomes.append((False, self._storage_error(exc) if isinstance(exc, sqlite3.Error) else exc))
             else:
                 try:
-                    conn.execute("RELEASE op")
+                    marks.execute("RELEASE op")
                 except sqlite3.Error as exc:
                     aborted = exc
                     break

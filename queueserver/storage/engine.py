@@ -21,7 +21,7 @@ from queueserver.clock import Clock, ManualClock
 from queueserver.extensions import MAX_SUBSCRIPTIONS
 from queueserver.limits import IN_FLIGHT_LIMIT
 from queueserver.models import (
-    BrowsedMessage, EntryOutcome, MoveTask, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage,
+    DONE, BrowsedMessage, EntryOutcome, MoveTask, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage,
     VisibilityChange,
 )
 from queueserver.storage import clock_store, message_store, queue_store, subscriptions
@@ -366,33 +366,31 @@ class QueueEngine:
         visibility timeout and a superseded one deletes nothing, silently; on a FIFO queue a handle
         whose message is no longer in flight under it fails as expired (as SQS does)."""
         now = self._clock.now_ms()
-        receipts = [self._signer.decode(handle) for handle in handles]
+        queue_id = queue.id
+        receipts = self._signer.decode_all(handles)  # (queue id, row id, token) or None
 
-        def delete(tx: Transaction) -> list[EntryOutcome]:
+        def delete(tx: Transaction) -> tuple[list[EntryOutcome], int]:
             current = self._queues.require(queue)
-            self._counts_change(tx, queue.id)
-            outcomes = []
+            self._counts_change(tx, queue_id)
+            outcomes: list[EntryOutcome] = []
+            rows = []  # (row id, token) of each handle of this queue
             for handle, receipt in zip(handles, receipts):
-                if receipt is None or receipt.queue_id != queue.id:
+                if receipt is None or receipt[0] != queue_id:
                     outcomes.append(EntryOutcome(error=invalid_handle(handle)))
                 elif current.fifo and not message_store.delete_in_flight(
-                        tx.conn, queue.id, receipt.row_id, receipt.token, now):
+                        tx.conn, queue_id, receipt[1], receipt[2], now):
                     outcomes.append(EntryOutcome(error=expired_handle(handle)))
                 else:
-                    outcomes.append(EntryOutcome())
+                    outcomes.append(DONE)
+                    rows.append((receipt[1], receipt[2]))
             if not current.fifo:
-                self._receiving.deleted(queue.id, message_store.delete_received(tx.conn, queue.id, [
-                    (r.row_id, r.token) for r in receipts if r is not None and r.queue_id == queue.id]))
-            return outcomes
+                self._receiving.deleted(queue_id, message_store.delete_received(tx.conn, queue_id, rows))
+            return outcomes, len(rows)
 
-        outcomes = await self._db.run(delete)
-        deleted = 0
-        for outcome in outcomes:  # a loop, not sum(genexpr): no generator per delete
-            if outcome.error is None:
-                deleted += 1
-        (self.queue_tallies.get(queue.id) or self._tally(queue.id)).deleted += deleted
-        if queue.fifo or self._receiving.at_in_flight_limit(queue.id):
-            self._notify(queue.id, len(handles))  # a deleted message may free its group or the in-flight limit
+        outcomes, deleted = await self._db.run(delete)
+        (self.queue_tallies.get(queue_id) or self._tally(queue_id)).deleted += deleted
+        if queue.fifo or self._receiving.at_in_flight_limit(queue_id):
+            self._notify(queue_id, len(handles))  # a deleted message may free its group or the in-flight limit
         return outcomes
 
     async def change_visibility(self, queue: Queue, changes: list[VisibilityChange]) -> list[EntryOutcome]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 from queueserver import errors, limits
-from queueserver.models import EntryOutcome, Queue, VisibilityChange
+from queueserver.models import DONE, EntryOutcome, Queue, VisibilityChange
 from queueserver.storage import message_store
 from queueserver.storage.receipts import ReceiptSigner
 
@@ -42,4 +42,4 @@ def change_one_visibility(conn: sqlite3.Connection, signer: ReceiptSigner, queue
             f"Total VisibilityTimeout for the message is beyond the limit "
             f"[{limits.MAX_VISIBILITY_TIMEOUT_SECONDS} seconds]"))
     message_store.set_visible_at(conn, receipt.row_id, new_visible_at)
-    return EntryOutcome()
+    return DONE

@@ -6,7 +6,7 @@ that saves a count per receive: each standard queue's in-flight estimate and eac
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 from queueserver import errors
 from queueserver.models import Queue, ReceivedMessage, parse_arn
@@ -14,7 +14,7 @@ from queueserver.storage import claims, group_claims, message_store
 from queueserver.storage.database import Transaction
 from queueserver.storage.queue_cache import QueueCache
 from queueserver.storage.receipts import ReceiptSigner
-from queueserver.storage.rows import ClaimedRow, received_messages
+from queueserver.storage.rows import received_messages
 
 DEDUPLICATION_WINDOW_MS = 300_000  # FIFO deduplication ids and receive attempt ids
 
@@ -71,6 +71,7 @@ class Receiving:
         if current.subscribed_to is not None:
             self._deliver(tx, current)
         visible_at = now + visibility_timeout * 1000
+        rows: Sequence[tuple]  # ClaimedRow, or the cursor's tuples in its order
         if current.fifo and attempt_id is not None:
             receipts = message_store.find_attempt(tx.conn, queue.id, attempt_id, now)
             if receipts:
@@ -109,11 +110,11 @@ class Receiving:
             return [], message_store.next_visible_at(tx.conn, queue.id, now), moved_to
         if current.fifo and attempt_id is not None:
             message_store.remember_attempt(tx.conn, queue.id, attempt_id, now + DEDUPLICATION_WINDOW_MS,
-                                           [(row.row_id, row.receipt_token) for row in rows])
+                                           [(row[0], row[3]) for row in rows])  # (row id, receipt token)
         return self._received(tx, queue, rows), None, moved_to
 
-    def _received(self, tx: Transaction, queue: Queue, rows: list[ClaimedRow]) -> list[ReceivedMessage]:
-        bodies = message_store.bodies(tx.conn, [row.body_id for row in rows])
+    def _received(self, tx: Transaction, queue: Queue, rows: Sequence[tuple]) -> list[ReceivedMessage]:
+        bodies = message_store.bodies(tx.conn, [row[-1] for row in rows])  # the body id is the last column
         return received_messages(rows, bodies, queue.id, queue.fifo, self._signer.encode)
 
     def _dead_letter_target(self, queue: Queue) -> claims.DeadLetterTarget | None:

@@ -74,19 +74,19 @@ def claimed(rows: Iterable[tuple]) -> list[ClaimedRow]:
     return list(map(ClaimedRow._make, rows))
 
 
-def received_messages(rows: list[ClaimedRow], bodies: dict[int, tuple], queue_id: int, fifo: bool,
+def received_messages(rows: Iterable[tuple], bodies: dict[int, tuple], queue_id: int, fifo: bool,
                       encode: Callable[[int, int, int], str]) -> list[ReceivedMessage]:
-    """The messages a receive hands out (`bodies`: tuples of BODY_COLUMNS by body id);
-    `encode(queue_id, row_id, token)` makes each receipt handle."""
+    """The messages a receive hands out (`rows`: ClaimedRows, or tuples in their order; `bodies`: tuples
+    of BODY_COLUMNS by body id); `encode(queue_id, row_id, token)` makes each receipt handle."""
     received = []
-    for row in rows:
+    for row_id, receive_count, first_received_at_ms, receipt_token, group_id, body_id in rows:
         (_, message_id, body, md5_of_body, attributes, trace_header, sent_at_ms, sender_id, deduplication_id,
-         dead_letter_source_arn) = bodies[row.body_id]  # BodyRow's fields, unpacked without building one
+         dead_letter_source_arn) = bodies[body_id]  # BodyRow's fields, unpacked without building one
         received.append(ReceivedMessage(
             message_id, body, md5_of_body, None if attributes is None else json.loads(attributes),
-            sent_at_ms, sender_id, row.receive_count, row.first_received_at_ms, trace_header, row.group_id,
-            deduplication_id, sequence_number(row.row_id) if fifo else None, dead_letter_source_arn,
-            encode(queue_id, row.row_id, row.receipt_token)))
+            sent_at_ms, sender_id, receive_count, first_received_at_ms, trace_header, group_id,
+            deduplication_id, sequence_number(row_id) if fifo else None, dead_letter_source_arn,
+            encode(queue_id, row_id, receipt_token)))
     return received
 
 

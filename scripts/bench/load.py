@@ -28,6 +28,9 @@ size in `--backlog-sizes`:
               (targets 20 ms and 30 ms)
   fanout      SendMessageBatch of 10 on fresh queues with 0, 1 and 4 subscriptions, rep by
               rep in rotating order; reports each one's msgs/s and its ratio to 0 subscriptions
+  big         ReceiveMessage(10) + DeleteMessageBatch of 10 KiB and of 256 KiB bodies, each on a
+              fresh queue filled (unmeasured, batches of at most 1 MiB) before every repetition
+              with what the repetition can take; results "recv10+del 10KiB" and "... 256KiB"
   idle polls  1,000 connections long-polling (WaitTimeSeconds=20) an empty queue: server CPU
               over 3 s of idleness, then 5 sends, time until a poller has the message
               (median), and the server's RSS with the backlog in place
@@ -91,6 +94,9 @@ SIZING_RATE = {
     "recv1+del1": 3_600,
     "roundtrip10": 16_600,
 }
+# The big-bodies scenario: body sizes, and msgs/s to size a repetition's fill until one was measured.
+BIG_BODIES = {10 * 1024: 10_000, 256 * 1024: 500}
+BIG_BATCH_BYTES = 1_048_576  # a send batch's most body bytes
 TARGET_WAKE_MS = 5.0
 TARGET_RSS_MB = 200.0
 # Messages carried per HTTP request, for the fraction of the ceiling.
@@ -541,6 +547,62 @@ class Bench:
         await self.drain_to(backlog)
         self.results[name] = summarize(reps)
 
+    async def scenario_big_bodies(self) -> None:
+        """recv10+del of big bodies, on a fresh queue per size (the backlog queue stays as it is)."""
+        for size, estimate in BIG_BODIES.items():
+            name = f"recv10+del {size // 1024}KiB"
+            url = (await self.ctl_call("CreateQueue", {"QueueName": f"bench-big-{size}"}))["QueueUrl"]
+            per_send = max(1, min(10, BIG_BATCH_BYTES // size - 1))
+            send_req = self.api.req("SendMessageBatch", {"QueueUrl": url, "Entries": [
+                {"Id": str(i), "MessageBody": body_of(size, str(i))} for i in range(per_send)]})
+            recv_req = self.api.req("ReceiveMessage", {"QueueUrl": url, "MaxNumberOfMessages": 10})
+            reps = []
+            for rep in range(-1, self.args.reps):
+                seconds = self.args.warmup if rep < 0 else self.args.seconds
+                fill = [int(estimate * seconds * 1.3) + 100]
+                budget = [fill[0]]
+
+                async def sender(conn: Conn, deadline: float, t: Tally) -> None:
+                    while fill[0] > 0:
+                        fill[0] -= per_send
+                        status, body = await conn.request(send_req)
+                        if status != 200 or FAILED_ENTRY in body:
+                            raise SQSError(f"fill: {status} {body[:300]!r}")
+
+                await self.refresh()
+                await asyncio.gather(*(sender(c, 0, Tally()) for c in self.conns))
+
+                async def worker(conn: Conn, deadline: float, t: Tally, budget: list[int] = budget) -> None:
+                    perf = time.perf_counter
+                    while budget[0] > 0 and perf() < deadline:
+                        budget[0] -= 10
+                        t0 = perf()
+                        status, body = await conn.request(recv_req)
+                        t1 = perf()
+                        messages = json.loads(body).get("Messages", []) if status == 200 else []
+                        if not messages:
+                            t.error(f"ReceiveMessage {status}: {body[:200]!r}")
+                            continue
+                        status, body = await conn.request(self.api.req("DeleteMessageBatch", {
+                            "QueueUrl": url, "Entries": [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                                                         for i, m in enumerate(messages)]}))
+                        if status != 200 or FAILED_ENTRY in body:
+                            t.error(f"Delete {status}: {body[:200]!r}")
+                            continue
+                        t.lat += [t1 - t0, perf() - t1]
+                        t.requests += 2
+                        t.msgs += len(messages)
+
+                t, m, wall = await self.run_workers(worker, seconds)
+                result = make_rep(t, m, wall, 0, 0)
+                estimate = result.msgs_per_s or estimate
+                if rep >= 0:
+                    reps.append(result)
+                    self._print_rep(name, rep, result)
+                await self.ctl_call("PurgeQueue", {"QueueUrl": url})
+            await self.ctl_call("DeleteQueue", {"QueueUrl": url})
+            self.results[name] = summarize(reps)
+
     async def scenario_roundtrip(self, name: str) -> None:
         """Senders send batches of 10 with a timestamp in each body; receivers long-poll and delete."""
         args = self.args
@@ -887,6 +949,8 @@ class Bench:
             await self.scenario_reads("reads")
         if "fanout" in wanted:
             await self.scenario_fanout("fanout")
+        if "big" in wanted:
+            await self.scenario_big_bodies()
         await self.drain_to(backlog)
         if "idle" in wanted:
             await self.scenario_idle_polls()
@@ -1059,6 +1123,16 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
             if ref_reads:
                 add(f"  reference: paired ratio {ref_reads['ratio']:.3f}x; " + "; ".join(
                     f"{a} p50 {v['p50_ms']:.2f} / p99 {v['p99_ms']:.2f} ms" for a, v in ref_reads["reads"].items()))
+        for size in BIG_BODIES:
+            name = f"recv10+del {size // 1024}KiB"
+            r, ref = per.get(name), reference.get(str(backlog), {}).get(name)
+            if r:
+                add("")
+                add(f"{name} (fresh queue, medians): {r['msgs_per_s']:,.0f} msgs/s, p50 {r['p50_ms']:.2f} / p99 "
+                    f"{r['p99_ms']:.2f} ms, msgs per server-CPU-second {r['msgs_per_cpu_s']:,.0f} (per rep "
+                    f"{r['msgs_per_s_all']}); reference "
+                    + (f"{ref['msgs_per_s']:,.0f} msgs/s = {r['msgs_per_s'] / ref['msgs_per_s']:.2f}x "
+                       f"(per rep {ref['msgs_per_s_all']})" if ref else "not measured"))
         fanout = per.get("fanout")
         if fanout:
             base = fanout["0"]["msgs_per_s"]
@@ -1082,7 +1156,7 @@ def report(results: dict[str, Any], args: argparse.Namespace) -> str:
 
 # -- main ---------------------------------------------------------------------------------
 
-SCENARIOS = ["send1", "send10", "recv10+del", "recv1+del1", "roundtrip10", "light", "reads", "fanout", "idle"]
+SCENARIOS = ["send1", "send10", "recv10+del", "recv1+del1", "roundtrip10", "light", "reads", "fanout", "big", "idle"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

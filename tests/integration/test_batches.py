@@ -181,7 +181,7 @@ def test_duplicate_send_entry_ids_fail_with_ids_not_distinct_and_send_nothing(sq
     assert counts(sqs, queue_url) == Counts(0, 0, 0)
 
 
-BAD_IDS = {"space": "has space", "dot": "a.b", "81-chars": "i" * 81, "slash": "a/b"}
+BAD_IDS = {"space": "has space", "dot": "a.b", "81-chars": "i" * 81, "slash": "a/b", "comma": "a,b"}
 
 
 @pytest.mark.parametrize("bad_id", BAD_IDS.values(), ids=BAD_IDS.keys())
@@ -271,6 +271,16 @@ def test_an_invalid_delete_entry_id_fails_with_invalid_batch_entry_id(sqs, queue
         sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
             {"Id": "bad id!", "ReceiptHandle": msg["ReceiptHandle"]}])
     assert counts(sqs, queue_url) == Counts(0, 1, 0)
+
+
+def test_a_delete_entry_id_with_a_comma_fails_with_invalid_batch_entry_id_beside_valid_ones(sqs, queue_url):
+    send_bodies(sqs, queue_url, ["s", "t"])
+    got = receive_all(sqs, queue_url)
+    with raises_modeled(sqs, "InvalidBatchEntryId"):
+        sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
+            {"Id": "a", "ReceiptHandle": got[0]["ReceiptHandle"]},
+            {"Id": "b,c", "ReceiptHandle": got[1]["ReceiptHandle"]}])
+    assert counts(sqs, queue_url) == Counts(0, 2, 0)
 
 
 # --- ChangeMessageVisibilityBatch --------------------------------------------------------

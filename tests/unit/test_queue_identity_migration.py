@@ -9,6 +9,7 @@ from pathlib import Path
 from queueserver.models import NewMessage
 from queueserver.storage import claims, message_store, queue_store
 from queueserver.storage.migrations import available_migrations, migrate, schema_version, split_statements
+from queueserver.storage.rows import ClaimedRow
 
 
 def _at_version_4(path: Path) -> sqlite3.Connection:
@@ -70,10 +71,10 @@ def test_a_claim_takes_messages_received_before_ahead_of_those_never_received(tm
     message = NewMessage("b", "m", 0)
     message_store.insert_messages(conn, 1, [(1, "first", message)], 1_000, "s")
     [row] = claims.claim_standard(conn, claims.Claim(1, 1, 1_000, 4_000, 0, None))[0]
-    assert row.row_id == 1
+    assert ClaimedRow._make(row).row_id == 1
     message_store.insert_messages(conn, 1, [(2, "second", message)], 2_500, "s")  # visible before the first again
     rows, _ = claims.claim_standard(conn, claims.Claim(1, 1, 5_000, 9_000, 0, None))
-    assert [r.row_id for r in rows] == [1]
+    assert [ClaimedRow._make(r).row_id for r in rows] == [1]
     rows, _ = claims.claim_standard(conn, claims.Claim(1, 10, 5_000, 9_000, 0, None))
-    assert [r.row_id for r in rows] == [2]
+    assert [ClaimedRow._make(r).row_id for r in rows] == [2]
     conn.close()
