@@ -85,7 +85,7 @@ from bench.servers import CLK_TCK, Proc, start_ceiling, start_queueserver, start
 FAILED_ENTRY = b'"Failed":[{'
 
 
-# Issue 5's figures for its reference server, msgs/s: only to size a receive run's backlog. The
+# The reference server's expected rates, msgs/s: only to size a receive run's backlog. The
 # reference itself (scripts/bench/reference_server.py) is measured in every run, beside queueserver.
 SIZING_RATE = {
     "send1": 8_600,
