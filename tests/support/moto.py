@@ -8,7 +8,6 @@ for object storage. Any tier can use it: `with moto_server(log_dir) as moto: ...
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.server import wait_for
+from support.server import end_process, free_port, wait_for
 
 READY_TIMEOUT_S = 30.0
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -34,12 +33,6 @@ class MotoServer:
         return self.log_path.read_text(errors="replace")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _answers(endpoint: str) -> bool:
     try:
         with urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1) as response:
@@ -51,7 +44,7 @@ def _answers(endpoint: str) -> bool:
 @contextlib.contextmanager
 def moto_server(log_dir: Path) -> Iterator[MotoServer]:
     """moto_server on 127.0.0.1 until the block ends; a start that fails fails the test (with moto's log)."""
-    port = _free_port()
+    port = free_port()
     log_path = log_dir / f"moto-{port}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
@@ -67,9 +60,4 @@ def moto_server(log_dir: Path) -> Iterator[MotoServer]:
                  detail=server.log_text)
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        end_process(proc)

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -187,6 +188,23 @@ class ClockControl:
 
 def advance_clock(endpoint: str, seconds: float) -> int:
     return ClockControl(endpoint).advance(seconds)
+
+
+def free_port() -> int:
+    """A loopback port free now, for a helper process (moto, sshd) that cannot pick its own."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def end_process(proc: subprocess.Popen[Any], timeout: float = 15.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout`; reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 15.0, interval: float = 0.01,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.server import wait_for
+from support.server import end_process, free_port, wait_for
 
 SSHD = "/usr/sbin/sshd"
 READY_TIMEOUT_S = 15.0
@@ -35,12 +35,6 @@ class SftpServer:
         return ["--replica-key", str(self.client_key), "--replica-host-key", str(self.host_key)]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _listening(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
         return sock.recv(4).startswith(b"SSH-")
@@ -57,7 +51,7 @@ def sftp_server(folder: Path) -> Iterator[SftpServer]:
     for name in ("host_key", "client_key"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / name)], check=True)
     (folder / "authorized_keys").write_text((folder / "client_key.pub").read_text())
-    port = _free_port()
+    port = free_port()
     config = folder / "sshd_config"
     config.write_text("\n".join([
         f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {folder / 'host_key'}", f"PidFile {folder / 'sshd.pid'}",
@@ -79,9 +73,4 @@ def sftp_server(folder: Path) -> Iterator[SftpServer]:
                  detail=lambda: log.read_text(errors="replace"))
         yield SftpServer(port, folder / "client_key", folder / "host_key.pub")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        end_process(proc)
