@@ -127,6 +127,11 @@ class _Jvm:
         except OSError:
             return ""
 
+    def check_alive(self) -> None:
+        """SparkLaunchError with the log's tail if the JVM has exited."""
+        if self.proc.poll() is not None:
+            raise SparkLaunchError(f"the {self.name} exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+
     def wait_for_log(self, pattern: str, timeout: float) -> re.Match[str]:
         """The first match of `pattern` in the JVM's log; fails if the JVM exits or the time runs out."""
         deadline = time.monotonic() + timeout
@@ -135,8 +140,7 @@ class _Jvm:
             match = regex.search(self.log())
             if match:
                 return match
-            if self.proc.poll() is not None:
-                raise SparkLaunchError(f"the {self.name} exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+            self.check_alive()
             if time.monotonic() > deadline:
                 raise SparkLaunchError(f"the {self.name} did not log {pattern!r} in {timeout:.0f} s:\n"
                                        f"{self.log()[-3000:]}")
@@ -227,8 +231,7 @@ class StandaloneCluster(_Deployment):
                                         "--work-dir", str(work_dir), "--properties-file", str(self.properties)])
         while (registered := self.alive_workers()) < self.workers:
             for jvm in self.jvms:
-                if jvm.proc.poll() is not None:
-                    raise SparkLaunchError(f"the {jvm.name} exited with {jvm.proc.returncode}:\n{jvm.log()[-3000:]}")
+                jvm.check_alive()
             if time.monotonic() > deadline:
                 raise SparkLaunchError(f"{registered} of {self.workers} workers registered with the master in "
                                        f"{timeout:.0f} s:\n{self.jvms[-1].log()[-3000:]}")

@@ -253,14 +253,16 @@ def test_eleven_delete_entries_fail_with_too_many_entries_and_delete_nothing(sqs
     assert counts(sqs, queue_url) == Counts(0, 11, 0)
 
 
-def test_duplicate_delete_entry_ids_fail_with_ids_not_distinct_and_delete_nothing(
-        sqs, queue_url):
+@pytest.mark.parametrize(("ids", "code"), [
+    (("dup", "dup"), "BatchEntryIdsNotDistinct"),
+    (("a", "b,c"), "InvalidBatchEntryId"),  # a comma beside valid ids: one bad id fails the request
+])
+def test_bad_delete_entry_ids_fail_the_request_and_delete_nothing(sqs, queue_url, ids, code):
     send_bodies(sqs, queue_url, ["p", "q"])
     got = receive_all(sqs, queue_url)
-    with raises_modeled(sqs, "BatchEntryIdsNotDistinct"):
+    with raises_modeled(sqs, code):
         sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
-            {"Id": "dup", "ReceiptHandle": got[0]["ReceiptHandle"]},
-            {"Id": "dup", "ReceiptHandle": got[1]["ReceiptHandle"]}])
+            {"Id": entry_id, "ReceiptHandle": m["ReceiptHandle"]} for entry_id, m in zip(ids, got)])
     assert counts(sqs, queue_url) == Counts(0, 2, 0)
 
 
@@ -271,16 +273,6 @@ def test_an_invalid_delete_entry_id_fails_with_invalid_batch_entry_id(sqs, queue
         sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
             {"Id": "bad id!", "ReceiptHandle": msg["ReceiptHandle"]}])
     assert counts(sqs, queue_url) == Counts(0, 1, 0)
-
-
-def test_a_delete_entry_id_with_a_comma_fails_with_invalid_batch_entry_id_beside_valid_ones(sqs, queue_url):
-    send_bodies(sqs, queue_url, ["s", "t"])
-    got = receive_all(sqs, queue_url)
-    with raises_modeled(sqs, "InvalidBatchEntryId"):
-        sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
-            {"Id": "a", "ReceiptHandle": got[0]["ReceiptHandle"]},
-            {"Id": "b,c", "ReceiptHandle": got[1]["ReceiptHandle"]}])
-    assert counts(sqs, queue_url) == Counts(0, 2, 0)
 
 
 # --- ChangeMessageVisibilityBatch --------------------------------------------------------

@@ -333,6 +333,12 @@ def drain(endpoint: str, ledger: Ledger) -> dict[str, tuple[str, int]]:
     return drained
 
 
+def say_last_stderr(servers: list[Any], say: Any) -> None:
+    """After a failed run: the stderr of the last three servers, where the cause usually is."""
+    for s in servers[-3:]:
+        say(f"--- stderr of server pid {s.pid} ---\n{s.stderr_text()[-3000:]}")
+
+
 def crash_run(workdir: str | os.PathLike[str], kills: int, seconds_between: tuple[float, float],
               log: Any = None, producers: int = 2, consumers: int = 3, seed: int | None = None) -> Figures:
     """The whole thing: serve, load, SIGKILL/restart `kills` times, drain, verify."""
@@ -374,8 +380,7 @@ def crash_run(workdir: str | os.PathLike[str], kills: int, seconds_between: tupl
             raise ServerError(f"the final server exited {rc} after SIGTERM\n{checker.stderr_text()}")
         return verify(ledger, drained, kills + 1, integrity(db))
     except BaseException:
-        for s in servers[-3:]:
-            say(f"--- stderr of server pid {s.pid} ---\n{s.stderr_text()[-3000:]}")
+        say_last_stderr(servers, say)
         raise
     finally:
         for s in servers:

@@ -22,7 +22,7 @@ from typing import Any
 
 from support.clients import never_retrying_client as make_client
 from support.crash_ledger import ACKED, Figures, Ledger, verify
-from support.crash_workload import QUEUE_NAME, SharedEndpoint, Workload, drain
+from support.crash_workload import QUEUE_NAME, SharedEndpoint, Workload, drain, say_last_stderr
 from support.server import Server, ServerError, advance_clock, integrity, start_server
 
 FS_SCRIPT = Path(__file__).resolve().parent / "powercut_fs.py"
@@ -166,8 +166,7 @@ def power_run(workdir: Path, cuts: int, seconds_between: tuple[float, float], ly
             f"acknowledged deletes checked: {figures.acked_deletes}")
         return figures
     except BaseException:
-        for s in servers[-3:]:
-            say(f"--- stderr of server pid {s.pid} ---\n{s.stderr_text()[-3000:]}")
+        say_last_stderr(servers, say)
         raise
     finally:
         for s in servers:

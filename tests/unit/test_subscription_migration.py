@@ -188,7 +188,7 @@ def test_skipping_what_a_subscription_has_not_taken_counts_the_bodies_down_and_t
     conn.close()
 
 
-def test_version_5_gives_an_older_databases_subscriptions_a_place_in_the_log_and_keeps_their_deliveries(
+def test_version_6_gives_an_older_databases_subscriptions_a_place_in_the_log_and_keeps_their_deliveries(
         tmp_path: Path) -> None:
     conn = _at_version(tmp_path / "q.db", 4)
     for queue_id, region, name in ((1, "r", "q"), (2, "r", "q~a"), (3, "r", "other"), (4, "x", "q~b"),
