@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import sys
 import time
 from typing import Any, Callable
@@ -20,6 +21,16 @@ def _arn(admin: Admin, name: str) -> str:
     return admin.call("get_queue_attributes", QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
 
 
+class _CtrlC:
+    """A SIGINT handler that only notes the signal (no lock: it runs between any two bytecodes)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.seen = True
+
+
 def redrive(admin: Admin, out: Output, args: argparse.Namespace) -> int:
     source_arn = _arn(admin, args.name)
     params: dict[str, Any] = {"SourceArn": source_arn}
@@ -29,12 +40,19 @@ def redrive(admin: Admin, out: Output, args: argparse.Namespace) -> int:
         params["MaxNumberOfMessagesPerSecond"] = args.rate
     handle = admin.call("start_message_move_task", **params)["TaskHandle"]
     with _progress(out, args.name) as show:
+        # Ctrl-C only sets a flag, seen between polls: an interrupt in the middle of a request could leave
+        # the client's connection pool or a lock of botocore's half-held, and the cancel would then hang.
+        interrupted = _CtrlC()
+        previous = signal.signal(signal.SIGINT, interrupted)
         try:
-            task = _follow(admin, source_arn, args.interval, show)
-        except KeyboardInterrupt:
+            task = _follow(admin, source_arn, args.interval, show, interrupted)
+        finally:
+            signal.signal(signal.SIGINT, previous)  # a second Ctrl-C while cancelling stops at once
+        if task is None:
             with contextlib.suppress(AdminError):  # it may have ended meanwhile: the status says
                 admin.call("cancel_message_move_task", TaskHandle=handle)
             task = _follow(admin, source_arn, args.interval, show)
+            assert task is not None
             return client.INTERRUPTED if task["status"] == "CANCELLED" else _exit_code(task)
     return _exit_code(task)
 
@@ -43,9 +61,9 @@ def _exit_code(task: dict[str, Any]) -> int:
     return client.OK if task["status"] == "COMPLETED" else client.TASK_FAILED
 
 
-def _follow(admin: Admin, source_arn: str, interval: float,
-            show: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """Poll the source's newest task (ours) until it ends, showing each change."""
+def _follow(admin: Admin, source_arn: str, interval: float, show: Callable[[dict[str, Any]], None],
+            interrupted: _CtrlC | None = None) -> dict[str, Any] | None:
+    """Poll the source's newest task (ours) until it ends, showing each change; None once `interrupted`."""
     while True:
         results = admin.call("list_message_move_tasks", SourceArn=source_arn, MaxResults=1).get("Results", [])
         if not results:
@@ -57,7 +75,9 @@ def _follow(admin: Admin, source_arn: str, interval: float,
         show(task)
         if task["status"] in _ENDED:
             return task
-        time.sleep(interval)
+        time.sleep(interval)  # a signal's handler runs, then the sleep goes on (PEP 475): a poll's delay at most
+        if interrupted is not None and interrupted.seen:
+            return None
 
 
 @contextlib.contextmanager
