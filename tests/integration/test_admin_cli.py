@@ -212,20 +212,19 @@ def test_redrive_shows_progress_until_the_task_completes(admin_server: Server, a
 
 def test_ctrl_c_cancels_the_redrive_task(admin_server: Server, admin_sqs: Any) -> None:
     dlq_name, dlq, target = _dead_letters(admin_sqs, 30)
-    proc = subprocess.Popen([sys.executable, "-m", "queueserver", "redrive", dlq_name, "--to",
-                             dlq_name.replace("-dlq", "-target"), "--rate", "1", "--interval", "0.1", "--json",
-                             "--endpoint", admin_server.endpoint], cwd=REPO_ROOT, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        first = json.loads(proc.stdout.readline())  # the task runs: the CLI is polling it
-        assert first["status"] == "RUNNING"
-        proc.send_signal(signal.SIGINT)
-        rest, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with subprocess.Popen([sys.executable, "-m", "queueserver", "redrive", dlq_name, "--to",
+                           dlq_name.replace("-dlq", "-target"), "--rate", "1", "--interval", "0.1", "--json",
+                           "--endpoint", admin_server.endpoint], cwd=REPO_ROOT, env=_env(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:  # pipes closed at the end
+        try:
+            assert proc.stdout is not None
+            first = json.loads(proc.stdout.readline())  # the task runs: the CLI is polling it
+            assert first["status"] == "RUNNING"
+            proc.send_signal(signal.SIGINT)
+            rest, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 130, err
     last = json.loads(rest.splitlines()[-1])
     assert last["status"] == "CANCELLED" and last["moved"] < 30
