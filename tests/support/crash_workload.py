@@ -27,6 +27,7 @@ and the records are checked:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import threading
@@ -333,6 +334,20 @@ def drain(endpoint: str, ledger: Ledger) -> dict[str, tuple[str, int]]:
     return drained
 
 
+@contextlib.contextmanager
+def kept_servers(say: Any) -> Iterator[list[Any]]:
+    """The servers a run starts: if the run fails, the last three's stderr is said; all are killed at the end."""
+    servers: list[Any] = []
+    try:
+        yield servers
+    except BaseException:
+        say_last_stderr(servers, say)
+        raise
+    finally:
+        for s in servers:
+            s.kill()
+
+
 def say_last_stderr(servers: list[Any], say: Any) -> None:
     """After a failed run: the stderr of the last three servers, where the cause usually is."""
     for s in servers[-3:]:
@@ -345,9 +360,9 @@ def crash_run(workdir: str | os.PathLike[str], kills: int, seconds_between: tupl
     say = log or (lambda _msg: None)
     db = Path(workdir) / "crash.db"
     rng = random.Random(seed)
-    server = start_server(db, strict=False)
-    servers = [server]
-    try:
+    with kept_servers(say) as servers:
+        server = start_server(db, strict=False)
+        servers.append(server)
         make_client(server.endpoint).create_queue(QueueName=QUEUE_NAME)
         shared = SharedEndpoint(server.endpoint)
         ledger = Ledger()
@@ -379,9 +394,3 @@ def crash_run(workdir: str | os.PathLike[str], kills: int, seconds_between: tupl
         if rc != 0:
             raise ServerError(f"the final server exited {rc} after SIGTERM\n{checker.stderr_text()}")
         return verify(ledger, drained, kills + 1, integrity(db))
-    except BaseException:
-        say_last_stderr(servers, say)
-        raise
-    finally:
-        for s in servers:
-            s.kill()

@@ -22,7 +22,7 @@ from typing import Any
 
 from support.clients import never_retrying_client as make_client
 from support.crash_ledger import ACKED, Figures, Ledger, verify
-from support.crash_workload import QUEUE_NAME, SharedEndpoint, Workload, drain, say_last_stderr
+from support.crash_workload import QUEUE_NAME, SharedEndpoint, Workload, drain, kept_servers
 from support.server import Server, ServerError, advance_clock, integrity, start_server
 
 FS_SCRIPT = Path(__file__).resolve().parent / "powercut_fs.py"
@@ -117,58 +117,53 @@ def power_run(workdir: Path, cuts: int, seconds_between: tuple[float, float], ly
     db = fs.point / "queue.db"
     rng = random.Random(seed)
     spills = 0  # cuts after which part of the unsynced writes reached the disk anyway
-    servers: list[Server] = []
     try:
-        fs.mount()
-        server = start_server(db, log_dir=logs, strict=False)
-        servers.append(server)
-        make_client(server.endpoint).create_queue(QueueName=QUEUE_NAME)
-        if lying:
-            fs.command("lying on")
-        shared = SharedEndpoint(server.endpoint)
-        ledger = Ledger()
-        workload = Workload(shared, ledger, seed=seed)
-        workload.start()
-        try:
-            for k in workload.disruptions(cuts, rng, seconds_between):
-                ledger.events.append((time.time(), f"power cut under {server.endpoint}"))
+        with kept_servers(say) as servers:
+            fs.mount()
+            server = start_server(db, log_dir=logs, strict=False)
+            servers.append(server)
+            make_client(server.endpoint).create_queue(QueueName=QUEUE_NAME)
+            if lying:
+                fs.command("lying on")
+            shared = SharedEndpoint(server.endpoint)
+            ledger = Ledger()
+            workload = Workload(shared, ledger, seed=seed)
+            workload.start()
+            try:
+                for k in workload.disruptions(cuts, rng, seconds_between):
+                    ledger.events.append((time.time(), f"power cut under {server.endpoint}"))
+                    spill = not lying and rng.random() < 0.5
+                    spills += spill
+                    fs.cut(server, rng.randrange(1 << 30) if spill else None)
+                    fs.mount()
+                    if lying:
+                        fs.command("lying on")
+                    server = start_server(db, log_dir=logs, strict=False)
+                    servers.append(server)
+                    shared.set(server.endpoint)
+                    ledger.events.append((time.time(), f"ready {server.endpoint}"))
+                time.sleep(rng.uniform(*seconds_between))
                 spill = not lying and rng.random() < 0.5
                 spills += spill
-                fs.cut(server, rng.randrange(1 << 30) if spill else None)
-                fs.mount()
-                if lying:
-                    fs.command("lying on")
-                server = start_server(db, log_dir=logs, strict=False)
-                servers.append(server)
-                shared.set(server.endpoint)
-                ledger.events.append((time.time(), f"ready {server.endpoint}"))
-            time.sleep(rng.uniform(*seconds_between))
-            spill = not lying and rng.random() < 0.5
-            spills += spill
-            fs.cut(server, rng.randrange(1 << 30) if spill else None)  # the last one under load too
-        finally:
-            workload.stop()
-        if workload.failures:
-            raise RuntimeError(f"a worker failed: {workload.failures!r}")
-        fs.mount()
-        checker = start_server(db, "--test-clock", log_dir=logs, strict=False)
-        servers.append(checker)
-        advance_clock(checker.endpoint, 13 * 3600)
-        drained = drain(checker.endpoint, ledger)
-        rc = checker.stop()
-        if rc != 0:
-            raise ServerError(f"the final server exited {rc} after SIGTERM\n{checker.stderr_text()}")
-        figures = verify(ledger, drained, cuts + 1, integrity(db))
-        with ledger.lock:
-            acked = sum(1 for outcome, _ in ledger.sends.values() if outcome == ACKED)
-        say(f"power cuts: {cuts + 1} ({spills} with part of the unsynced writes on disk), "
-            f"acknowledged sends checked: {acked}, "
-            f"acknowledged deletes checked: {figures.acked_deletes}")
-        return figures
-    except BaseException:
-        say_last_stderr(servers, say)
-        raise
+                fs.cut(server, rng.randrange(1 << 30) if spill else None)  # the last one under load too
+            finally:
+                workload.stop()
+            if workload.failures:
+                raise RuntimeError(f"a worker failed: {workload.failures!r}")
+            fs.mount()
+            checker = start_server(db, "--test-clock", log_dir=logs, strict=False)
+            servers.append(checker)
+            advance_clock(checker.endpoint, 13 * 3600)
+            drained = drain(checker.endpoint, ledger)
+            rc = checker.stop()
+            if rc != 0:
+                raise ServerError(f"the final server exited {rc} after SIGTERM\n{checker.stderr_text()}")
+            figures = verify(ledger, drained, cuts + 1, integrity(db))
+            with ledger.lock:
+                acked = sum(1 for outcome, _ in ledger.sends.values() if outcome == ACKED)
+            say(f"power cuts: {cuts + 1} ({spills} with part of the unsynced writes on disk), "
+                f"acknowledged sends checked: {acked}, "
+                f"acknowledged deletes checked: {figures.acked_deletes}")
+            return figures
     finally:
-        for s in servers:
-            s.kill()
         fs.kill()
