@@ -79,12 +79,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = f"a Spark test must not skip (it was skipped: {report.longrepr})"
 
 
+def _served(tmp_path_factory: pytest.TempPathFactory, folder: str, *args: str) -> Iterator[Server]:
+    """One queueserver for the whole tier, quiet in the log, stopped (and checked) at the end."""
+    server = start(tmp_path_factory.mktemp(folder) / "queues.db", *args, "--log-level", "warning")
+    yield server
+    server.stop()
+
+
 @pytest.fixture(scope="session")
 def qserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     # On the real clock: Spark's own timing cannot follow the server's test clock.
-    server = start(tmp_path_factory.mktemp("spark-server") / "queues.db", "--log-level", "warning")
-    yield server
-    server.stop()
+    yield from _served(tmp_path_factory, "spark-server")
 
 
 @pytest.fixture(scope="session")
@@ -101,10 +106,7 @@ def spark_sqs(target: SqsTarget) -> Any:
 
 @pytest.fixture(scope="session")
 def clocked_qserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = start(tmp_path_factory.mktemp("spark-clocked-server") / "queues.db", "--test-clock",
-                   "--log-level", "warning")
-    yield server
-    server.stop()
+    yield from _served(tmp_path_factory, "spark-clocked-server", "--test-clock")
 
 
 @pytest.fixture(scope="session")
