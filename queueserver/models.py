@@ -11,13 +11,22 @@ import json
 import random
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 from queueserver import limits
 
 
 # A subscription is stored as a queue named `<queue>~<subscription>`: no queue name can contain "~".
 SUBSCRIPTION_SEPARATOR = "~"
+
+
+class Caller(Protocol):
+    """The client a long poll answers, as storage sees it: whether it has hung up (protocol/ passes
+    its connection, client_connection.ClientConnection; storage knows nothing of HTTP)."""
+
+    def gone(self) -> bool: ...
+
+    async def hung_up(self) -> None: ...
 
 
 class _IntAttribute:

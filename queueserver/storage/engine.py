@@ -16,12 +16,11 @@ from bisect import bisect_left
 from typing import Awaitable, Callable, ContextManager, Iterator
 
 from queueserver import errors
-from queueserver.client_connection import ClientConnection
 from queueserver.clock import Clock, ManualClock
 from queueserver.extensions import MAX_SUBSCRIPTIONS
 from queueserver.limits import IN_FLIGHT_LIMIT
 from queueserver.models import (
-    DONE, BrowsedMessage, EntryOutcome, MoveTask, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage,
+    DONE, BrowsedMessage, Caller, EntryOutcome, MoveTask, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage,
     VisibilityChange,
 )
 from queueserver.storage import clock_store, message_store, queue_store, subscriptions
@@ -303,7 +302,7 @@ class QueueEngine:
 
     async def receive_messages(self, queue: Queue, *, max_messages: int, visibility_timeout: int,
                                wait_seconds: int, attempt_id: str | None = None,
-                               client: ClientConnection | None = None) -> list[ReceivedMessage]:
+                               client: Caller | None = None) -> list[ReceivedMessage]:
         """Claim up to `max_messages`; with a wait, return as soon as any are available.
 
         A long poll that waited watches its `client`: it ends when the client hangs up, claims
@@ -348,7 +347,7 @@ class QueueEngine:
             if hangup is not None:
                 hangup.cancel()
 
-    async def _client_left(self, client: ClientConnection | None, queue: Queue,
+    async def _client_left(self, client: Caller | None, queue: Queue,
                            messages: list[ReceivedMessage]) -> bool:
         """Whether the long poll's client hung up while its claim ran (or while it became durable, which
         its answer would wait for too); if so, the claim is undone before anyone else asks."""
