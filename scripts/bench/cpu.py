@@ -38,8 +38,7 @@ from pathlib import Path
 
 from bench.auth import ACCOUNT, KEY_ID, SECRET, SignedApi
 from bench.client import Api, Conn, call, connect_many
-from bench.load import export_revision
-from bench.servers import Proc, pinned, start_proc, start_queueserver
+from bench.servers import Proc, export_revision, pinned, start_proc, start_queueserver
 
 SCENARIOS = ["send1", "send10", "recv1+del1", "recv10+del"]
 

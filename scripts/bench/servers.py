@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 from queueserver.testing.process import QueueServerError, ReadyProcess
@@ -133,3 +134,29 @@ def start_reference(python: str, db_path: Path, log_path: Path) -> Proc:
     """The minimal server of this design, measured in the same run: bench/reference_server.py."""
     return start_proc([python, str(Path(__file__).with_name("reference_server.py")), str(db_path)], log_path,
                       "reference server")
+
+
+def export_revision(rev: str, dest: Path) -> tuple[Path, str]:
+    """A snapshot of the server at a git revision (the working tree may be mid-change), laid
+    out so that `python -m queueserver` runs from it: the migrations go inside the package,
+    where the editable install maps them."""
+    commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", rev], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", "--format=tar", commit],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    shutil.copytree(dest / "migrations", dest / "queueserver" / "migrations")
+    return dest, commit
+
+
+def working_tree_state() -> str:
+    """What runs without a revision's snapshot: this checkout's commit, and whether its server differs from it."""
+    try:
+        commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], check=True,
+                                capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no",
+                                "queueserver", "migrations"], check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "working tree (not a git checkout)"
+    return f"working tree at {commit}" + (" with uncommitted server changes" if dirty.strip() else "")
