@@ -152,27 +152,45 @@ class Client:
         self._conn.close()
 
 
+class Callgrind:
+    """The instruction counters of a process run under valgrind's callgrind (`python scripts/bench cpu
+    --callgrind` reads them too): zeroed, then dumped and read. Every dump is a new file beside the
+    first (DUMPS.PID, DUMPS.PID.1, ...), so the newest holds the count since the last zero."""
+
+    def __init__(self, dumps: Path) -> None:
+        self.dumps = dumps
+
+    def command(self) -> list[str]:
+        """What runs the process under callgrind, put before its own command."""
+        return ["valgrind", "--tool=callgrind", "--quiet", f"--callgrind-out-file={self.dumps}.%p"]
+
+    def zero(self, pid: int) -> None:
+        subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True)
+
+    def kinstructions(self, pid: int) -> float:
+        """Thousands of instructions since the last zero."""
+        subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
+        newest = max(self.dumps.parent.glob(f"{self.dumps.name}.*"), key=lambda f: f.stat().st_mtime_ns)
+        with open(newest) as dump:
+            summary = next(line for line in dump if line.startswith(("summary:", "totals:")))
+        return int(summary.split()[1]) / 1e3
+
+
 class CountedServer:
     """A queueserver under callgrind, pinned to core 0 where there are two cores; its counters on demand."""
 
     def __init__(self, folder: Path, extra_args: list[str]) -> None:
-        self.folder = folder
+        self.callgrind = Callgrind(folder / "cg")
         pin = ["taskset", "-c", "0"] if shutil.which("taskset") and len(_cores()) > 1 else []
         self.server = QueueServer(folder / "cost.db", test_clock=True, ready_timeout=600, env={"PYTHONHASHSEED": "0"},
                                   extra_args=["--log-level", "warning", *extra_args],
-                                  run_under=[*pin, "valgrind", "--tool=callgrind", "--quiet",
-                                             f"--callgrind-out-file={folder}/cg.%p"])
+                                  run_under=[*pin, *self.callgrind.command()])
 
     def zero(self) -> None:
-        subprocess.run(["callgrind_control", "-z", str(self.server.pid)], check=True, capture_output=True)
+        self.callgrind.zero(self.server.pid)
 
     def kinstructions(self) -> float:
-        """Thousands of instructions since the last zero (callgrind dumps them to a new file)."""
-        subprocess.run(["callgrind_control", "-d", str(self.server.pid)], check=True, capture_output=True)
-        newest = max(self.folder.glob("cg.*"), key=lambda f: f.stat().st_mtime_ns)
-        with open(newest) as dump:
-            summary = next(line for line in dump if line.startswith(("summary:", "totals:")))
-        return int(summary.split()[1]) / 1e3
+        return self.callgrind.kinstructions(self.server.pid)
 
 
 def _cores() -> set[int]:

@@ -31,41 +31,35 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from bench.auth import ACCOUNT, KEY_ID, SECRET, SignedApi
 from bench.client import Api, Conn, call, connect_many
+from bench.cost import Callgrind
 from bench.servers import Proc, export_revision, pinned, start_proc, start_queueserver
 
 SCENARIOS = ["send1", "send10", "recv1+del1", "recv10+del"]
 
 
 class Meter:
-    """Server CPU seconds from /proc, or (`callgrind`) instructions from callgrind's counters."""
+    """Server CPU seconds from /proc, or (with `callgrind`, the server running under it) instructions."""
 
-    def __init__(self, server: Proc, callgrind: bool) -> None:
+    def __init__(self, server: Proc, callgrind: Callgrind | None) -> None:
         self.server, self.callgrind = server, callgrind
 
     def start(self) -> None:
-        if self.callgrind:
-            subprocess.run(["callgrind_control", "-z", str(self.server.pid)], check=True, capture_output=True)
+        if self.callgrind is not None:
+            self.callgrind.zero(self.server.pid)
         else:
             self.began = self.server.cpu_seconds()
 
     def stop(self) -> float:
         """µs of CPU, or thousands of instructions (same scale: ~1k instructions a µs), since start."""
-        if not self.callgrind:
+        if self.callgrind is None:
             return (self.server.cpu_seconds() - self.began) * 1e6
-        dumped = subprocess.run(["callgrind_control", "-d", str(self.server.pid)], check=True, capture_output=True)
-        del dumped
-        log = self.server.log_path
-        newest = max(log.parent.glob(f"{log.stem}.cg*"),
-                     key=lambda f: f.stat().st_mtime)
-        summary = next(line for line in newest.read_text().splitlines() if line.startswith("summary:"))
-        return int(summary.split()[1]) / 1e3
+        return self.callgrind.kinstructions(self.server.pid)
 
 
 async def drive(server: Proc, scenario: str, requests: int, connections: int, meter: Meter,
@@ -118,15 +112,15 @@ def measure(python: str, source: Path | None, tmp: Path, args: argparse.Namespac
         keys.write_text(f'[keys.{KEY_ID}]\nsecret_access_key = "{SECRET}"\n'
                         f'account_id = "{ACCOUNT}"\n')
         credentials = ["--credentials", str(keys)]
-    if args.callgrind:
+    callgrind = Callgrind(tmp / f"{tag}.cg") if args.callgrind else None
+    if callgrind is not None:
         # a server under valgrind takes minutes to start
         server = start_proc([python, "-m", "queueserver", "serve", "--port", "0", "--db", str(tmp / f"{tag}.db"),
                              "--log-level", "warning", *credentials], tmp / f"{tag}.log", "queueserver", source,
-                            run_under=[*pinned(), "valgrind", "--tool=callgrind",
-                                       f"--callgrind-out-file={tmp}/{tag}.cg.%p"], ready_timeout=900)
+                            run_under=[*pinned(), *callgrind.command()], ready_timeout=900)
     else:
         server = start_queueserver(python, tmp / f"{tag}.db", tmp / f"{tag}.log", source, *credentials)
-    meter = Meter(server, args.callgrind)
+    meter = Meter(server, callgrind)
     try:
         return {s: asyncio.run(drive(server, s, args.requests, args.connections, meter, args.signed))
                 for s in args.scenarios}
