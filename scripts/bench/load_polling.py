@@ -15,7 +15,16 @@ from collections.abc import Callable
 
 from bench.client import Conn, SQSError, connect_many, fresh
 from bench.load_bench import Bench
-from bench.load_measure import Meter, Rep, Tally, make_rep, median, pct, summarize, wait_quiet
+from bench.load_measure import (
+    Meter,
+    Rep,
+    Tally,
+    make_rep,
+    median,
+    pct,
+    summarize,
+    wait_quiet,
+)
 
 
 class PollingScenarios(Bench):
