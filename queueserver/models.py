@@ -11,7 +11,7 @@ import json
 import random
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from queueserver import limits
 
@@ -180,6 +180,16 @@ class StoredMessage:
 @dataclass(slots=True)
 class ReceivedMessage(StoredMessage):
     receipt_handle: str
+
+
+class Delivery(NamedTuple):
+    """A received message as a receive that asks for no attributes answers it (most do): the four fields
+    of its answer, read and built without the other dozen."""
+
+    message_id: str
+    receipt_handle: str
+    md5_of_body: str
+    body: str
 
 
 @dataclass(frozen=True)

@@ -192,13 +192,15 @@ async def receive_message(engine: QueueEngine, ctx: RequestContext, p: dict[str,
     attempt_id = _printable_id(p, "ReceiveRequestAttemptId") if queue.fifo else None
     assert max_messages is not None and visibility is not None and wait is not None
     client = ClientConnection(ctx.receive) if wait and ctx.receive is not None else None
+    with_attributes = bool(system_names or attribute_names)  # most receives ask for none: Deliveries then
     received = await engine.receive_messages(queue, max_messages=max_messages, visibility_timeout=visibility,
-                                            wait_seconds=wait, attempt_id=attempt_id, client=client)
+                                            wait_seconds=wait, attempt_id=attempt_id, client=client,
+                                            with_attributes=with_attributes)
     if not received:
         return {}
-    if not system_names and not attribute_names:  # most receives: _message inline, no call per message
-        return {"Messages": [{"MessageId": m.message_id, "ReceiptHandle": m.receipt_handle,
-                              "MD5OfBody": m.md5_of_body, "Body": m.body} for m in received]}
+    if not with_attributes:
+        return {"Messages": [{"MessageId": message_id, "ReceiptHandle": handle, "MD5OfBody": md5, "Body": body}
+                             for message_id, handle, md5, body in received]}
     return {"Messages": [_message(m, system_names, attribute_names) for m in received]}
 
 

@@ -20,7 +20,7 @@ from queueserver.clock import Clock, ManualClock
 from queueserver.extensions import MAX_SUBSCRIPTIONS
 from queueserver.limits import IN_FLIGHT_LIMIT
 from queueserver.models import (
-    DONE, BrowsedMessage, Caller, EntryOutcome, MoveTask, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage,
+    DONE, BrowsedMessage, Caller, Delivery, EntryOutcome, MoveTask, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage,
     VisibilityChange,
 )
 from queueserver.storage import clock_store, message_store, queue_store, subscriptions
@@ -301,9 +301,10 @@ class QueueEngine:
         return sent
 
     async def receive_messages(self, queue: Queue, *, max_messages: int, visibility_timeout: int,
-                               wait_seconds: int, attempt_id: str | None = None,
-                               client: Caller | None = None) -> list[ReceivedMessage]:
-        """Claim up to `max_messages`; with a wait, return as soon as any are available.
+                               wait_seconds: int, attempt_id: str | None = None, client: Caller | None = None,
+                               with_attributes: bool = True) -> list[ReceivedMessage] | list[Delivery]:
+        """Claim up to `max_messages`; with a wait, return as soon as any are available. Without
+        `with_attributes` (the answer has none), Deliveries: what the answer shows and no more.
 
         A long poll that waited watches its `client`: it ends when the client hangs up, claims
         nothing after, and puts back at once what a claim took while the client was leaving.
@@ -321,7 +322,7 @@ class QueueEngine:
                 try:
                     messages, next_visible, moved_to = await self._db.run(lambda tx: receiving.claim(
                         tx, queue, clock.now_ms(), max_messages=max_messages, visibility_timeout=visibility_timeout,
-                        attempt_id=attempt_id, short_poll=waiter is None))
+                        attempt_id=attempt_id, short_poll=waiter is None, with_attributes=with_attributes))
                     if moved_to is not None:
                         self._notify(moved_to[0], moved_to[1])
                         self._tally(queue.id).dead_lettered += moved_to[1]
@@ -348,7 +349,7 @@ class QueueEngine:
                 hangup.cancel()
 
     async def _client_left(self, client: Caller | None, queue: Queue,
-                           messages: list[ReceivedMessage]) -> bool:
+                           messages: list[ReceivedMessage] | list[Delivery]) -> bool:
         """Whether the long poll's client hung up while its claim ran (or while it became durable, which
         its answer would wait for too); if so, the claim is undone before anyone else asks."""
         await self._db.durable()
@@ -426,7 +427,8 @@ class QueueEngine:
             tally = self.queue_tallies[queue_id] = QueueTally()
         return tally
 
-    def _count_received(self, queue: Queue, messages: list[ReceivedMessage]) -> list[ReceivedMessage]:
+    def _count_received(self, queue: Queue, messages: list[ReceivedMessage] | list[Delivery],
+                        ) -> list[ReceivedMessage] | list[Delivery]:
         tally = self.queue_tallies.get(queue.id) or self._tally(queue.id)
         if messages:
             tally.received += len(messages)

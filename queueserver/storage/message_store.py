@@ -9,10 +9,9 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-from typing import Iterable
 
 from queueserver.models import NewMessage
-from queueserver.storage.rows import BODY_COLUMNS, CLAIMED_COLUMNS, ClaimedRow, VisibilityState
+from queueserver.storage.rows import CLAIMED_COLUMNS, ClaimedRow, VisibilityState
 
 # Optional text columns are bound as '' and stored as NULL (`NULLIF(?, '')`; none of them is
 # ever empty): sqlite3 binds a None in 0.3 µs (its adapter lookup fails with an exception),
@@ -46,7 +45,6 @@ SELECT min(coalesce(received, unreceived), coalesce(unreceived, received)) FROM 
      WHERE queue_id = :queue_id AND receive_count = 0 AND visible_at_ms > :now) AS unreceived)
 """
 
-_BODIES = f"SELECT {BODY_COLUMNS} FROM message_bodies WHERE id IN ({{}})"
 
 
 def highest_row_id(conn: sqlite3.Connection) -> int:
@@ -142,19 +140,50 @@ def next_visible_at(conn: sqlite3.Connection, queue_id: int, now_ms: int) -> int
     return None if value is None else int(value)
 
 
-def bodies(conn: sqlite3.Connection, body_ids: list[int]) -> dict[int, tuple]:
-    """Bodies by body id (a claimed row's `body_id`), as the cursor's tuples in BodyRow's order
-    (a receive unpacks them at once; naming each one first cost more than the rest of its work)."""
-    query = _BODIES.format(",".join("?" * len(body_ids)))
-    return {row[0]: row for row in conn.execute(query, body_ids)}
+def bodies(conn: sqlite3.Connection, body_ids: list[int], columns: str) -> dict[int, tuple]:
+    """Bodies by body id (a claimed row's `body_id`), as the cursor's tuples of `columns` (the id first;
+    a receive unpacks them at once: naming each one first cost more than the rest of its work).
+
+    A receive's messages were mostly sent together, so their ids are mostly consecutive: then a range
+    is read (one seek), instead of an IN list (SQLite sorts it into a temporary table first)."""
+    low, high = min(body_ids), max(body_ids)
+    if high - low < len(body_ids):  # no id in the range that was not asked for
+        return {row[0]: row for row in conn.execute(_bodies_between(columns), (low, high))}
+    return {row[0]: row for row in conn.execute(_bodies_in(columns, len(body_ids)), body_ids)}
 
 
-def delete_received(conn: sqlite3.Connection, queue_id: int, receipts: Iterable[tuple[int, int]]) -> int:
-    """Delete by (row id, token); a stale token deletes nothing. Returns how many were deleted."""
-    return conn.executemany(
-        "DELETE FROM messages WHERE id = ? AND receipt_token = ? AND queue_id = ?",
-        [(row_id, token, queue_id) for row_id, token in receipts],
-    ).rowcount
+@functools.cache
+def _bodies_between(columns: str) -> str:
+    return f"SELECT {columns} FROM message_bodies WHERE id BETWEEN ? AND ?"
+
+
+@functools.cache
+def _bodies_in(columns: str, count: int) -> str:
+    return f"SELECT {columns} FROM message_bodies WHERE id IN ({','.join('?' * count)})"
+
+
+def delete_received(conn: sqlite3.Connection, queue_id: int, receipts: list[tuple[int, int]]) -> int:
+    """Delete by (row id, token), a batch in one statement; a stale token deletes nothing. Returns how many
+    were deleted."""
+    if len(receipts) == 1:  # DeleteMessage
+        return conn.execute(_DELETE_RECEIVED, (*receipts[0], queue_id)).rowcount
+    tokens = dict(receipts)
+    # None, or a row named under two tokens: row by row (so the latest of the two deletes it)
+    if not tokens or len(tokens) < len(set(receipts)):
+        return conn.executemany(_DELETE_RECEIVED, [(row_id, token, queue_id) for row_id, token in receipts]).rowcount
+    return conn.execute(_delete_received(len(tokens)),
+                        [*tokens, *[value for pair in tokens.items() for value in pair], queue_id]).rowcount
+
+
+_DELETE_RECEIVED = "DELETE FROM messages WHERE id = ? AND receipt_token = ? AND queue_id = ?"
+
+
+@functools.cache
+def _delete_received(count: int) -> str:
+    """`id IN` finds each row by its key (`+queue_id`: not through an index on the queue, which the planner
+    would pick), then its token must be the one the batch names for it."""
+    return (f"DELETE FROM messages WHERE id IN ({rows_of('?', count)})"
+            f" AND receipt_token = CASE id {' '.join(['WHEN ? THEN ?'] * count)} END AND +queue_id = ?")
 
 
 def delete_in_flight(conn: sqlite3.Connection, queue_id: int, row_id: int, token: int, now_ms: int) -> bool:

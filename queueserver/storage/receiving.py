@@ -9,17 +9,17 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from queueserver import errors
-from queueserver.models import Queue, ReceivedMessage, parse_arn
+from queueserver.models import Delivery, Queue, ReceivedMessage, parse_arn
 from queueserver.storage import claims, group_claims, message_store
 from queueserver.storage.database import Transaction
 from queueserver.storage.queue_cache import QueueCache
 from queueserver.storage.receipts import ReceiptSigner
-from queueserver.storage.rows import received_messages
+from queueserver.storage.rows import BODY_COLUMNS, DELIVERY_COLUMNS, deliveries, received_messages
 
 DEDUPLICATION_WINDOW_MS = 300_000  # FIFO deduplication ids and receive attempt ids
 
 # (messages, when the next hidden one shows, (the dead-letter queue that got messages, how many))
-ClaimResult = tuple[list[ReceivedMessage], int | None, tuple[int, int] | None]
+ClaimResult = tuple[list[ReceivedMessage] | list[Delivery], int | None, tuple[int, int] | None]
 
 
 class Receiving:
@@ -66,7 +66,8 @@ class Receiving:
         self._fair_cursors.pop(queue_id, None)
 
     def claim(self, tx: Transaction, queue: Queue, now: int, *, max_messages: int, visibility_timeout: int,
-              attempt_id: str | None, short_poll: bool) -> ClaimResult:
+              attempt_id: str | None, short_poll: bool, with_attributes: bool = True) -> ClaimResult:
+        """Claim up to `max_messages` (ReceivedMessages, or Deliveries without `with_attributes`)."""
         current = self._queues.require(queue)
         if current.subscribed_to is not None:
             self._deliver(tx, current)
@@ -78,7 +79,7 @@ class Receiving:
                 rows = message_store.reclaim(tx.conn, receipts, visible_at)
                 if rows:
                     self._counts_change(tx, queue.id)  # one whose visibility had ended is in flight again
-                    return self._received(tx, queue, rows), None, None
+                    return self._received(tx, queue, rows, with_attributes), None, None
         claim = claims.Claim(queue.id, max_messages, now, visible_at, retention_cutoff(current, now),
                              self._dead_letter_target(current))
         if current.fifo:
@@ -111,10 +112,15 @@ class Receiving:
         if current.fifo and attempt_id is not None:
             message_store.remember_attempt(tx.conn, queue.id, attempt_id, now + DEDUPLICATION_WINDOW_MS,
                                            [(row[0], row[3]) for row in rows])  # (row id, receipt token)
-        return self._received(tx, queue, rows), None, moved_to
+        return self._received(tx, queue, rows, with_attributes), None, moved_to
 
-    def _received(self, tx: Transaction, queue: Queue, rows: Sequence[tuple]) -> list[ReceivedMessage]:
-        bodies = message_store.bodies(tx.conn, [row[-1] for row in rows])  # the body id is the last column
+    def _received(self, tx: Transaction, queue: Queue, rows: Sequence[tuple],
+                  with_attributes: bool) -> list[ReceivedMessage] | list[Delivery]:
+        body_ids = [row[-1] for row in rows]  # the body id is the last column
+        if not with_attributes:
+            return deliveries(rows, message_store.bodies(tx.conn, body_ids, DELIVERY_COLUMNS), queue.id,
+                              self._signer.encode)
+        bodies = message_store.bodies(tx.conn, body_ids, BODY_COLUMNS)
         return received_messages(rows, bodies, queue.id, queue.fifo, self._signer.encode)
 
     def _dead_letter_target(self, queue: Queue) -> claims.DeadLetterTarget | None:

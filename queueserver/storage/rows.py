@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Callable, Iterable, NamedTuple
 
-from queueserver.models import BrowsedMessage, ReceivedMessage, sequence_number
+from queueserver.models import BrowsedMessage, Delivery, ReceivedMessage, sequence_number
 
 
 # The body id: the row's own, or the shared one of a subscription's delivery.
@@ -44,6 +44,8 @@ class BodyRow(NamedTuple):
 
 
 BODY_COLUMNS = ", ".join(BodyRow._fields).replace("body_id", "id", 1)
+# What a receive without attributes reads of a body: its id, then a Delivery's fields from the body.
+DELIVERY_COLUMNS = "id, message_id, md5_of_body, body"
 
 
 class BrowsedRow(NamedTuple):
@@ -88,6 +90,17 @@ def received_messages(rows: Iterable[tuple], bodies: dict[int, tuple], queue_id:
             deduplication_id, sequence_number(row_id) if fifo else None, dead_letter_source_arn,
             encode(queue_id, row_id, receipt_token)))
     return received
+
+
+def deliveries(rows: Iterable[tuple], bodies: dict[int, tuple], queue_id: int,
+               encode: Callable[[int, int, int], str]) -> list[Delivery]:
+    """The messages a receive that asks for no attributes hands out (`bodies`: tuples of DELIVERY_COLUMNS)."""
+    new = tuple.__new__  # what Delivery(...) runs, without its Python frame per message
+    delivered = []
+    for row_id, _, _, receipt_token, _, body_id in rows:
+        _, message_id, md5_of_body, body = bodies[body_id]
+        delivered.append(new(Delivery, (message_id, encode(queue_id, row_id, receipt_token), md5_of_body, body)))
+    return delivered
 
 
 def browsed_messages(rows: Iterable[tuple], fifo: bool, now_ms: int) -> list[BrowsedMessage]:

@@ -352,3 +352,25 @@ def test_an_invalid_change_visibility_entry_id_fails_with_invalid_batch_entry_id
         sqs.change_message_visibility_batch(QueueUrl=queue_url, Entries=[
             {"Id": "x" * 81, "ReceiptHandle": msg["ReceiptHandle"], "VisibilityTimeout": 0}])
     assert counts(sqs, queue_url) == Counts(0, 1, 0)
+
+
+def test_a_delete_batch_deletes_each_message_named_by_its_latest_handle_and_no_other(sqs, queue_url):
+    send_bodies(sqs, queue_url, ["kept", "both", "twice"])
+    first = {m["Body"]: m["ReceiptHandle"] for m in receive_all(sqs, queue_url)}
+    for handle in first.values():
+        sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0)
+    latest = {m["Body"]: m["ReceiptHandle"] for m in receive_all(sqs, queue_url)}
+    assert latest.keys() == first.keys() == {"kept", "both", "twice"}
+    resp = sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
+        {"Id": "kept-stale", "ReceiptHandle": first["kept"]},
+        {"Id": "both-stale", "ReceiptHandle": first["both"]},
+        {"Id": "both-latest", "ReceiptHandle": latest["both"]},
+        {"Id": "twice-1", "ReceiptHandle": latest["twice"]},
+        {"Id": "twice-2", "ReceiptHandle": latest["twice"]},
+    ])
+    assert sorted(s["Id"] for s in resp["Successful"]) == [
+        "both-latest", "both-stale", "kept-stale", "twice-1", "twice-2"]
+    assert resp.get("Failed", []) == []
+    assert counts(sqs, queue_url) == Counts(0, 1, 0)  # only "kept" is left, in flight under its latest handle
+    sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=latest["kept"])
+    assert counts(sqs, queue_url) == Counts(0, 0, 0)
