@@ -16,6 +16,10 @@ Scenarios: send1 (SendMessage), send10 (SendMessageBatch of 10), recv1+del1
 (ReceiveMessage 1 + DeleteMessage: a pair counts as two requests), recv10+del
 (ReceiveMessage 10 + DeleteMessageBatch: two requests).
 
+`--rev reference` measures the reference server of `scripts/bench load` (the design's minimal SQS
+server) in its turn like a revision, so a ratio to it comes from one interleaved run; the last line
+then gives each revision's messages per server-CPU-second (or per instruction) against it.
+
 `--signed` runs the server with credentials on (one key) and signs every request with SigV4
 (scripts/bench auth's signer: the Authorization header as botocore sends it), so the figures
 include verification and the authorization decision.
@@ -25,6 +29,7 @@ Usage:
   .venv/bin/python scripts/bench cpu --rev HEAD --requests 4000 --rounds 5 --scenarios send1
   .venv/bin/python scripts/bench cpu --rev HEAD --rev . --callgrind --requests 1000 --rounds 1
   .venv/bin/python scripts/bench cpu --rev HEAD --rev . --callgrind --signed --requests 1000 --rounds 1
+  .venv/bin/python scripts/bench cpu --rev . --rev reference --scenarios recv10+del,recv1+del1 --rounds 7
 """
 
 from __future__ import annotations
@@ -38,7 +43,9 @@ from pathlib import Path
 from bench.auth import ACCOUNT, KEY_ID, SECRET, SignedApi
 from bench.client import Api, Conn, call, connect_many
 from bench.cost import Callgrind
-from bench.servers import Proc, export_revision, pinned, start_proc, start_queueserver
+from bench.servers import REFERENCE_SERVER, Proc, export_revision, pinned, start_proc, start_queueserver
+
+REFERENCE = "reference"
 
 SCENARIOS = ["send1", "send10", "recv1+del1", "recv10+del"]
 
@@ -105,7 +112,7 @@ async def drive(server: Proc, scenario: str, requests: int, connections: int, me
     return spent / (per_conn * connections)
 
 
-def measure(python: str, source: Path | None, tmp: Path, args: argparse.Namespace, tag: str) -> dict[str, float]:
+def measure(python: str, source: Path | str | None, tmp: Path, args: argparse.Namespace, tag: str) -> dict[str, float]:
     credentials: list[str] = []
     if args.signed:
         keys = tmp / "keys.toml"
@@ -113,11 +120,15 @@ def measure(python: str, source: Path | None, tmp: Path, args: argparse.Namespac
                         f'account_id = "{ACCOUNT}"\n')
         credentials = ["--credentials", str(keys)]
     callgrind = Callgrind(tmp / f"{tag}.cg") if args.callgrind else None
-    if callgrind is not None:
+    under = [*pinned(), *callgrind.command()] if callgrind is not None else None
+    if source == REFERENCE:
+        server = start_proc([python, str(REFERENCE_SERVER), str(tmp / f"{tag}.db")], tmp / f"{tag}.log",
+                            "reference server", run_under=under, ready_timeout=900)
+    elif callgrind is not None:
         # a server under valgrind takes minutes to start
         server = start_proc([python, "-m", "queueserver", "serve", "--port", "0", "--db", str(tmp / f"{tag}.db"),
                              "--log-level", "warning", *credentials], tmp / f"{tag}.log", "queueserver", source,
-                            run_under=[*pinned(), *callgrind.command()], ready_timeout=900)
+                            run_under=under, ready_timeout=900)
     else:
         server = start_queueserver(python, tmp / f"{tag}.db", tmp / f"{tag}.log", source, *credentials)
     meter = Meter(server, callgrind)
@@ -143,8 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     revs = args.rev or ["."]
     with tempfile.TemporaryDirectory(prefix="cpu-per-request-") as name:
         tmp = Path(name)
-        sources = {rev: None if rev == "." else export_revision(rev, tmp / f"src-{i}")[0]
-                   for i, rev in enumerate(revs)}
+        if REFERENCE in revs and args.signed:
+            parser.error("the reference server has no credentials: --signed cannot measure it")
+        sources: dict[str, Path | str | None] = {
+            rev: None if rev == "." else REFERENCE if rev == REFERENCE else export_revision(rev, tmp / f"src-{i}")[0]
+            for i, rev in enumerate(revs)}
         best: dict[str, dict[str, float]] = {rev: {} for rev in revs}
         for round_no in range(args.rounds):
             for i, rev in enumerate(revs):
@@ -159,4 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'revision':>12} " + " ".join(f"{s:>11}" for s in args.scenarios))
     for rev in revs:
         print(f"{rev:>12} " + " ".join(f"{best[rev][s]:11.1f}" for s in args.scenarios))
+    if REFERENCE in revs:
+        print("messages per server-CPU-second (or per instruction) against the reference server:")
+        for rev in revs:
+            if rev != REFERENCE:
+                print(f"{rev:>12} " + " ".join(f"{best[REFERENCE][s] / best[rev][s]:10.3f}x" for s in args.scenarios))
     return 0

@@ -130,10 +130,12 @@ def start_ceiling(python: str, log_path: Path, source: Path | None = None) -> Pr
                       source)
 
 
+REFERENCE_SERVER = Path(__file__).with_name("reference_server.py")
+
+
 def start_reference(python: str, db_path: Path, log_path: Path) -> Proc:
     """The minimal server of this design, measured in the same run: bench/reference_server.py."""
-    return start_proc([python, str(Path(__file__).with_name("reference_server.py")), str(db_path)], log_path,
-                      "reference server")
+    return start_proc([python, str(REFERENCE_SERVER), str(db_path)], log_path, "reference server")
 
 
 def export_revision(rev: str, dest: Path) -> tuple[Path, str]:
