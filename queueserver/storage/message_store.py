@@ -241,9 +241,21 @@ def delete_all(conn: sqlite3.Connection, queue_id: int) -> int:
 
 
 def delete_expired(conn: sqlite3.Connection, queue_id: int, cutoff_ms: int) -> int:
-    return conn.execute(
-        "DELETE FROM messages WHERE queue_id = ? AND enqueued_at_ms <= ?", (queue_id, cutoff_ms)
-    ).rowcount
+    """Remove the queue's expired messages from its oldest rows on, up to the first that has not expired.
+
+    Rows are in the order their messages were sent, and so of their enqueue times, but for a message
+    whose retention restarted where it was moved (a FIFO dead-letter queue's): an expired row behind
+    such a one waits for it to expire too. Expired messages are neither delivered nor counted, so it
+    only keeps its space that long. The sweep costs what it removes, not the queue's length."""
+    return conn.execute(_DELETE_EXPIRED, {"queue": queue_id, "cutoff": cutoff_ms, "beyond": NO_ROW}).rowcount
+
+
+NO_ROW = 1 << 62  # above every row id
+_DELETE_EXPIRED = """
+DELETE FROM messages WHERE queue_id = :queue AND enqueued_at_ms <= :cutoff AND id < coalesce(
+    (SELECT id FROM messages INDEXED BY messages_by_queue WHERE queue_id = :queue AND enqueued_at_ms > :cutoff
+     ORDER BY id LIMIT 1), :beyond)
+"""
 
 
 def forget_expired_fifo_state(conn: sqlite3.Connection, now_ms: int) -> None:

@@ -52,9 +52,10 @@ FILE_CHECK_SECONDS = 0.25  # as often as the writer looks whether its file was r
 Identity = tuple[int, int] | None
 
 # One statement, one snapshot. Counting rows one by one through the table costs ~130 ms a
-# million messages; here the queue's rows are counted in messages_by_queue alone (two integers an
-# entry), and only hidden (in flight, delayed) and expired rows are read from the table: visible =
-# all - expired - hidden. The hidden ones are the two visibility indexes' ranges past now: in flight
+# million messages; here the queue's rows are counted in messages_by_queue alone (three integers an
+# entry: the enqueue time in it tells the expired apart, and gives the oldest message in the same
+# pass), and only hidden (in flight, delayed) rows are read from the table: visible =
+# unexpired - hidden. The hidden ones are the two visibility indexes' ranges past now: in flight
 # were received, delayed never were. The next visible_at and the oldest enqueue say when the counts
 # change without a write. A subscription's deliveries not yet taken from its queue's fanout_log count
 # as its messages (storage/subscriptions.py); for a queue, `pending` is one probe of `subscriptions`
@@ -70,6 +71,9 @@ counted AS (
     SELECT count(*) AS n, coalesce(sum(received), 0) AS in_flight, coalesce(sum(1 - received), 0) AS delayed,
            min(visible_at_ms) AS next_visible
     FROM hidden),
+held AS (
+    SELECT count(*) AS unexpired, min(enqueued_at_ms) AS oldest_row FROM messages INDEXED BY messages_by_queue
+    WHERE queue_id = :queue_id AND enqueued_at_ms > :cutoff),
 pending AS (
     SELECT coalesce(sum(f.visible_at_ms <= :now), 0) AS visible, coalesce(sum(f.visible_at_ms > :now), 0) AS delayed,
            min(CASE WHEN f.visible_at_ms > :now THEN f.visible_at_ms END) AS next_visible,
@@ -77,19 +81,15 @@ pending AS (
     FROM subscriptions s JOIN fanout_log f ON f.queue_id = s.queue_id AND f.id > s.delivered_up_to
     WHERE s.id = :queue_id AND f.enqueued_at_ms > :cutoff)
 SELECT
-    (SELECT count(*) FROM messages INDEXED BY messages_by_queue WHERE queue_id = :queue_id)
-    - (SELECT count(*) FROM messages INDEXED BY messages_by_enqueue
-       WHERE queue_id = :queue_id AND enqueued_at_ms <= :cutoff)
-    - counted.n + pending.visible,
+    held.unexpired - counted.n + pending.visible,
     counted.in_flight, counted.delayed + pending.delayed,
     coalesce(min(counted.next_visible, pending.next_visible), counted.next_visible, pending.next_visible),
-    coalesce(min(oldest_row, pending.oldest), oldest_row, pending.oldest)
-FROM counted, pending, (SELECT min(enqueued_at_ms) AS oldest_row FROM messages INDEXED BY messages_by_enqueue
-                        WHERE queue_id = :queue_id AND enqueued_at_ms > :cutoff)
+    coalesce(min(held.oldest_row, pending.oldest), held.oldest_row, pending.oldest)
+FROM counted, held, pending
 """
 
-# A keyset page through messages_by_queue (migration 0002): the same cost at any depth. Named,
-# because the planner may pick messages_by_enqueue and sort the whole queue.
+# A keyset page through messages_by_queue: the same cost at any depth. Named, because the planner
+# may pick a visibility index and sort the whole queue.
 _BROWSE = (
     f"SELECT {qualified('m', BROWSED_COLUMNS)}, {qualified('b', BODY_COLUMNS)}"
     " FROM messages m INDEXED BY messages_by_queue JOIN message_bodies b ON b.id = coalesce(m.body_id, m.id)"
@@ -116,12 +116,11 @@ WITH hidden AS (
     UNION ALL
     SELECT 0 FROM messages INDEXED BY messages_unreceived_by_visibility
     WHERE queue_id > :after AND receive_count = 0 AND visible_at_ms > :now),
-counted AS (SELECT count(*) AS n, coalesce(sum(received), 0) AS in_flight FROM hidden)
-SELECT
-    (SELECT count(*) FROM messages INDEXED BY messages_by_queue WHERE queue_id > :after) - n,
-    in_flight, n - in_flight,
-    (SELECT min(enqueued_at_ms) FROM messages INDEXED BY messages_by_enqueue WHERE queue_id > :after)
-FROM counted
+counted AS (SELECT count(*) AS n, coalesce(sum(received), 0) AS in_flight FROM hidden),
+held AS (SELECT count(*) AS total, min(enqueued_at_ms) AS oldest_row FROM messages INDEXED BY messages_by_queue
+         WHERE queue_id > :after)
+SELECT held.total - n, in_flight, n - in_flight, held.oldest_row
+FROM counted, held
 """
 
 _QUEUE_TOTALS = (

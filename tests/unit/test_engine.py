@@ -85,6 +85,25 @@ def test_a_message_past_retention_is_never_delivered_and_is_swept(tmp_path: Path
     run(tmp_path, scenario)
 
 
+def test_a_sweep_removes_a_queues_expired_messages_oldest_first_and_keeps_every_unexpired_one(tmp_path: Path) -> None:
+    async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
+        queue = await make_queue(engine, MessageRetentionPeriod="60")
+        await engine.send_messages(queue, [message("old")] * 3, sender_id="me")
+        clock.advance(30_000)
+        await engine.send_messages(queue, [message("new")] * 2, sender_id="me")
+        clock.advance(30_000)  # the first three expire now, the last two in 30 s
+        assert await engine.sweep_expired() == 3
+        assert await engine.sweep_expired() == 0
+        counts = await engine.queue_counts(queue)
+        assert (counts.visible, counts.oldest_enqueued_at_ms) == (2, 1_030_000)
+        received = await engine.receive_messages(queue, max_messages=10, visibility_timeout=30, wait_seconds=0)
+        assert sorted(m.body for m in received) == ["new", "new"]
+        clock.advance(30_000)
+        assert await engine.sweep_expired() == 2  # in flight or not, past retention is gone
+
+    run(tmp_path, scenario)
+
+
 async def until(condition: Callable[[], bool]) -> None:
     """Let the event loop and the database thread run until `condition()` holds (bounded)."""
     for _ in range(2000):
