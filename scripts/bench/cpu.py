@@ -17,8 +17,11 @@ Scenarios: send1 (SendMessage), send10 (SendMessageBatch of 10), recv1+del1
 (ReceiveMessage 10 + DeleteMessageBatch: two requests).
 
 `--rev reference` measures the reference server of `scripts/bench load` (the design's minimal SQS
-server) in its turn like a revision, so a ratio to it comes from one interleaved run; the last line
-then gives each revision's messages per server-CPU-second (or per instruction) against it.
+server) in its turn like a revision, so a ratio to it comes from one interleaved run: each revision's
+messages per server-CPU-second (or per instruction) against it from the minima, and (without
+--callgrind) the median over the rounds of each round's ratios, of throughput and of CPU, which a
+machine whose speed drifts from round to round disturbs least. Every other round runs the servers in
+the reverse order.
 
 `--signed` runs the server with credentials on (one key) and signs every request with SigV4
 (scripts/bench auth's signer: the Authorization header as botocore sends it), so the figures
@@ -29,7 +32,8 @@ Usage:
   .venv/bin/python scripts/bench cpu --rev HEAD --requests 4000 --rounds 5 --scenarios send1
   .venv/bin/python scripts/bench cpu --rev HEAD --rev . --callgrind --requests 1000 --rounds 1
   .venv/bin/python scripts/bench cpu --rev HEAD --rev . --callgrind --signed --requests 1000 --rounds 1
-  .venv/bin/python scripts/bench cpu --rev . --rev reference --scenarios recv10+del,recv1+del1 --rounds 7
+  .venv/bin/python scripts/bench cpu --rev . --rev reference --scenarios recv10+del,recv1+del1 --rounds 12 \\
+      --requests 4000 --connections 16
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import statistics
 import tempfile
+import time
 from pathlib import Path
 
 from bench.auth import ACCOUNT, KEY_ID, SECRET, SignedApi
@@ -70,8 +76,9 @@ class Meter:
 
 
 async def drive(server: Proc, scenario: str, requests: int, connections: int, meter: Meter,
-                signed: bool) -> float:
-    """Server CPU µs (or k-instructions) per request of `scenario` (the queue is created and filled unmeasured)."""
+                signed: bool) -> tuple[float, float]:
+    """Server CPU µs (or k-instructions) per request of `scenario`, and requests per second (the queue is
+    created and filled unmeasured)."""
     api = SignedApi(server.host, server.port) if signed else Api(server.host, server.port)
     conns = await connect_many(server.host, server.port, connections)
     url = (await call(conns[0], api, "CreateQueue", {"QueueName": f"cpu-{scenario.replace('+', '-')}"}))["QueueUrl"]
@@ -105,14 +112,18 @@ async def drive(server: Proc, scenario: str, requests: int, connections: int, me
                                                                   "ReceiptHandle": got[0]["ReceiptHandle"]})
 
     meter.start()
+    began = time.perf_counter()
     await asyncio.gather(*(worker(c) for c in conns))
+    wall = time.perf_counter() - began
     spent = meter.stop()
     for c in conns:
         c.close()
-    return spent / (per_conn * connections)
+    done = per_conn * connections
+    return spent / done, done / wall
 
 
-def measure(python: str, source: Path | str | None, tmp: Path, args: argparse.Namespace, tag: str) -> dict[str, float]:
+def measure(python: str, source: Path | str | None, tmp: Path, args: argparse.Namespace,
+            tag: str) -> dict[str, tuple[float, float]]:
     credentials: list[str] = []
     if args.signed:
         keys = tmp / "keys.toml"
@@ -160,12 +171,16 @@ def main(argv: list[str] | None = None) -> int:
             rev: None if rev == "." else REFERENCE if rev == REFERENCE else export_revision(rev, tmp / f"src-{i}")[0]
             for i, rev in enumerate(revs)}
         best: dict[str, dict[str, float]] = {rev: {} for rev in revs}
+        rounds: list[dict[str, dict[str, tuple[float, float]]]] = []
         for round_no in range(args.rounds):
-            for i, rev in enumerate(revs):
+            rounds.append({})
+            for i, rev in (list(enumerate(revs)) if round_no % 2 == 0 else list(enumerate(revs))[::-1]):
                 got = measure(sys.executable, sources[rev], tmp, args, f"r{round_no}-{i}")
-                for s, us in got.items():
+                rounds[-1][rev] = got
+                for s, (us, _) in got.items():
                     best[rev][s] = min(us, best[rev].get(s, us))
-                print(f"round {round_no + 1} {rev:>10}: " + "  ".join(f"{s} {us:6.1f}" for s, us in got.items()),
+                print(f"round {round_no + 1} {rev:>10}: "
+                      + "  ".join(f"{s} {us:6.1f} ({rate:,.0f} req/s)" for s, (us, rate) in got.items()),
                       file=sys.stderr, flush=True)
     unit = "thousands of instructions (callgrind)" if args.callgrind else "µs of server CPU"
     print(f"{unit} per {'signed ' if args.signed else ''}request, min of {args.rounds} rounds of {args.requests} "
@@ -178,4 +193,12 @@ def main(argv: list[str] | None = None) -> int:
         for rev in revs:
             if rev != REFERENCE:
                 print(f"{rev:>12} " + " ".join(f"{best[REFERENCE][s] / best[rev][s]:10.3f}x" for s in args.scenarios))
+        if not args.callgrind:  # each round's ratio taken in that round, whatever the machine did meanwhile
+            print(f"against the reference round by round (median of {args.rounds}), throughput / per CPU-second:")
+            for rev in revs:
+                if rev != REFERENCE:
+                    print(f"{rev:>12} " + " ".join(
+                        f"{statistics.median(r[rev][s][1] / r[REFERENCE][s][1] for r in rounds):7.3f}x /"
+                        f" {statistics.median(r[REFERENCE][s][0] / r[rev][s][0] for r in rounds):5.3f}x"
+                        for s in args.scenarios))
     return 0
