@@ -241,20 +241,24 @@ def delete_all(conn: sqlite3.Connection, queue_id: int) -> int:
 
 
 def delete_expired(conn: sqlite3.Connection, queue_id: int, cutoff_ms: int) -> int:
-    """Remove the queue's expired messages from its oldest rows on, up to the first that has not expired.
+    """Remove the queue's expired messages from its oldest rows on, past up to SWEEP_PASSES_OVER rows that
+    have not expired.
 
-    Rows are in the order their messages were sent, and so of their enqueue times, but for a message
-    whose retention restarted where it was moved (a FIFO dead-letter queue's): an expired row behind
-    such a one waits for it to expire too. Expired messages are neither delivered nor counted, so it
-    only keeps its space that long. The sweep costs what it removes, not the queue's length."""
-    return conn.execute(_DELETE_EXPIRED, {"queue": queue_id, "cutoff": cutoff_ms, "beyond": NO_ROW}).rowcount
+    Rows are in the order their messages were sent, and so of their enqueue times, but for messages whose
+    retention restarted where they were moved (redriven back, or into a FIFO dead-letter queue): the
+    sweep passes over that many of them, and an expired row behind more waits until enough of them have
+    expired or gone. Expired messages are neither delivered nor counted, so only their space waits. The
+    sweep costs what it removes plus at most that many rows, not the queue's length."""
+    return conn.execute(_DELETE_EXPIRED, {"queue": queue_id, "cutoff": cutoff_ms, "passes": SWEEP_PASSES_OVER - 1,
+                                          "beyond": NO_ROW}).rowcount
 
 
+SWEEP_PASSES_OVER = 100  # unexpired rows a sweep looks past for expired ones behind them
 NO_ROW = 1 << 62  # above every row id
 _DELETE_EXPIRED = """
-DELETE FROM messages WHERE queue_id = :queue AND enqueued_at_ms <= :cutoff AND id < coalesce(
+DELETE FROM messages WHERE queue_id = :queue AND enqueued_at_ms <= :cutoff AND id <= coalesce(
     (SELECT id FROM messages INDEXED BY messages_by_queue WHERE queue_id = :queue AND enqueued_at_ms > :cutoff
-     ORDER BY id LIMIT 1), :beyond)
+     ORDER BY id LIMIT 1 OFFSET :passes), :beyond)
 """
 
 

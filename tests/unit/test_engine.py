@@ -104,6 +104,37 @@ def test_a_sweep_removes_a_queues_expired_messages_oldest_first_and_keeps_every_
     run(tmp_path, scenario)
 
 
+def test_a_sweep_passes_over_unexpired_messages_whose_retention_restarted_to_the_expired_ones_behind(
+        tmp_path: Path) -> None:
+    """A redriven message keeps its row (older than messages sent after it) but starts its retention again."""
+    async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
+        dead = await make_queue(engine, "dead", MessageRetentionPeriod="1209600")
+        queue = await make_queue(engine, "q", MessageRetentionPeriod="60", RedrivePolicy=(
+            '{"deadLetterTargetArn":"%s","maxReceiveCount":"1"}' % dead.arn))
+        await engine.send_messages(queue, [message("redriven")], sender_id="me")
+        [received] = await engine.receive_messages(queue, max_messages=1, visibility_timeout=1, wait_seconds=0)
+        clock.advance(1_000)
+        assert await engine.receive_messages(queue, max_messages=1, visibility_timeout=1, wait_seconds=0) == []
+        await engine.send_messages(queue, [message("expiring")] * 3, sender_id="me")  # behind it in row order
+        clock.advance(30_000)
+        await engine.start_move_task(dead, destination_arn=None, rate=None)
+        await until_moved(engine, queue, clock)
+        clock.advance(30_000)  # the three expire; the redriven one's retention began at the move, 30 s ago
+        assert await engine.sweep_expired() == 3
+        received = await engine.receive_messages(queue, max_messages=10, visibility_timeout=30, wait_seconds=0)
+        assert [m.body for m in received] == ["redriven"]
+
+    run(tmp_path, scenario)
+
+
+async def until_moved(engine: QueueEngine, queue: Any, clock: ManualClock) -> None:
+    for _ in range(2000):
+        if (await engine.queue_counts(queue)).visible == 4:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the move task never moved the message back")
+
+
 async def until(condition: Callable[[], bool]) -> None:
     """Let the event loop and the database thread run until `condition()` holds (bounded)."""
     for _ in range(2000):
