@@ -118,7 +118,7 @@ def test_a_sweep_passes_over_unexpired_messages_whose_retention_restarted_to_the
         await engine.send_messages(queue, [message("expiring")] * 3, sender_id="me")  # behind it in row order
         clock.advance(30_000)
         await engine.start_move_task(dead, destination_arn=None, rate=None)
-        await until_moved(engine, queue, clock)
+        await until(lambda: visible(engine, queue, 4))  # the move task has run
         clock.advance(30_000)  # the three expire; the redriven one's retention began at the move, 30 s ago
         assert await engine.sweep_expired() == 3
         received = await engine.receive_messages(queue, max_messages=10, visibility_timeout=30, wait_seconds=0)
@@ -127,18 +127,15 @@ def test_a_sweep_passes_over_unexpired_messages_whose_retention_restarted_to_the
     run(tmp_path, scenario)
 
 
-async def until_moved(engine: QueueEngine, queue: Any, clock: ManualClock) -> None:
-    for _ in range(2000):
-        if (await engine.queue_counts(queue)).visible == 4:
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("the move task never moved the message back")
+async def visible(engine: QueueEngine, queue: Any, count: int) -> bool:
+    return (await engine.queue_counts(queue)).visible == count
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    """Let the event loop and the database thread run until `condition()` holds (bounded)."""
+async def until(condition: Callable[[], bool | Awaitable[bool]]) -> None:
+    """Let the event loop and the database thread run until `condition()` holds (bounded); it may be a coroutine."""
     for _ in range(2000):
-        if condition():
+        held = condition()
+        if held if isinstance(held, bool) else await held:
             return
         await asyncio.sleep(0.005)
     raise AssertionError("the database thread never got there")
