@@ -20,8 +20,8 @@ from queueserver.clock import Clock, ManualClock
 from queueserver.extensions import MAX_SUBSCRIPTIONS
 from queueserver.limits import IN_FLIGHT_LIMIT
 from queueserver.models import (
-    DONE, BrowsedMessage, Caller, Delivery, EntryOutcome, MoveTask, NewMessage, Queue, QueueCounts, ReceivedMessage, SentMessage,
-    VisibilityChange,
+    DONE, BrowsedMessage, Caller, Delivery, EntryOutcome, MoveTask, NewMessage, Queue, QueueCounts, ReceivedMessage,
+    SentMessage, VisibilityChange,
 )
 from queueserver.storage import clock_store, message_store, queue_store, subscriptions
 from queueserver.storage.clock_store import KeptClock

@@ -46,7 +46,6 @@ SELECT min(coalesce(received, unreceived), coalesce(unreceived, received)) FROM 
 """
 
 
-
 def highest_row_id(conn: sqlite3.Connection) -> int:
     """The highest message row id ever used (sqlite_sequence keeps it past deletes)."""
     row = conn.execute(

@@ -35,8 +35,8 @@ class ReceiptSigner:
         # secret prefix makes it a MAC): both fit one 128-byte block, one compression a handle, where
         # BLAKE2b's keyed mode pads the key to a block of its own and compresses twice.
         self._prefixed = hashlib.blake2b(secret, digest_size=_MAC_BYTES)
-        # Handles signed in keyed mode (by releases before the prefix MAC) are still accepted: a
-        # standard queue's latest handle deletes its message however long ago it was received.
+        # Handles signed in keyed mode are accepted too: a database may hold messages whose latest handle
+        # was signed that way, and a standard queue's latest handle deletes however long ago it was received.
         self._keyed = hashlib.blake2b(key=secret, digest_size=_MAC_BYTES)
 
     def _valid(self, payload: bytes, mac: bytes) -> bool:
