@@ -24,6 +24,7 @@ from queueserver.spark.deployments import StandaloneCluster
 from support.server import ClockControl
 from support.spark import SqsTarget, descendants, identity, load, running, send, wait_for
 from support.sqs import visible_and_in_flight
+from support.wire import raw_json_call
 
 pytestmark = [pytest.mark.spark, pytest.mark.spark_modes("cluster")]
 
@@ -150,6 +151,22 @@ class StuckWithTheDead:
             self.seen = (undone, time.monotonic())
         return set(undone) if time.monotonic() - self.seen[1] >= 1.0 else None
 
+    def describe(self) -> str:
+        """Each undone item: who started it (dead or live pid, receive count) and its message's state."""
+        done = {body for body, _, _ in self.work.done_marks()}
+        starts: dict[str, list[str]] = {}
+        for body, pid, count in self.work.started_marks():
+            starts.setdefault(body, []).append(f"{'dead' if pid in self.dead else 'live'} {pid} receive {count}")
+        answer = raw_json_call(self.sqs.meta.endpoint_url, "QueueserverBrowseMessages",
+                               {"QueueUrl": self.url, "MaxNumberOfMessages": 1000}).json()
+        states = {m["Body"]: f"{m.get('State')} receives {m.get('Attributes', {}).get('ApproximateReceiveCount')}"
+                  for m in answer.get("Messages", [])}
+        lines = [f"visible, in flight: {visible_and_in_flight(self.sqs, self.url)}; {len(done)} done"]
+        lines += [f"{body}: started by {starts.get(body, ['nobody'])}; message {states.get(body, 'gone')}"
+                  for body in sorted(set(self.items) - done)]
+        lines += [f"done but still there: {body} {state}" for body, state in sorted(states.items()) if body in done]
+        return "\n".join(lines)
+
 
 def test_an_executor_killed_during_run_workers_loses_no_item_and_its_items_come_back_after_their_visibility_timeout(
         spark: Any, spark_cluster: StandaloneCluster, clocked_target: SqsTarget, spark_clock: ClockControl,
@@ -178,8 +195,9 @@ def test_an_executor_killed_during_run_workers_loses_no_item_and_its_items_come_
         # The survivor (and Spark's rerun of the lost task) finish everything else; what the victim held
         # stays in flight, because its visibility timeout has not passed on the server's clock: the two
         # stalled items, and any message a receive of its had taken in the instant before the kill.
-        victim_items = wait_for(StuckWithTheDead(work, items, victim_pids, sqs, url),
-                                "every item to be done or in flight with the killed executor", timeout=240)
+        stuck = StuckWithTheDead(work, items, victim_pids, sqs, url)
+        victim_items = wait_for(stuck, "every item to be done or in flight with the killed executor", timeout=240,
+                                detail=lambda: f"{stuck.describe()}\nrun_workers: {outcome or 'running'}")
         spark_clock.advance(VISIBILITY_TIMEOUT + 1)
         runner.join(timeout=240)
         assert not runner.is_alive(), "run_workers did not finish after the clock moved"

@@ -69,8 +69,9 @@ def send(sqs: Any, queue_url: str, bodies: list[str], **kwargs: Any) -> None:
         assert not response.get("Failed"), response["Failed"]
 
 
-def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    return server.wait_for(predicate, what, timeout, interval=0.05)
+def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 30.0,
+             detail: Callable[[], str] | None = None) -> Any:
+    return server.wait_for(predicate, what, timeout, interval=0.05, detail=detail)
 
 
 def load(source: Any, target: SqsTarget, queue_url: str, **options: str) -> Any:
