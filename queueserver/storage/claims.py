@@ -3,7 +3,9 @@
 Standard queues claim with one `UPDATE … RETURNING` over the two visibility indexes,
 messages received before first (SQS prefers older sends); FIFO and fair queues choose
 their messages group by group (group_claims.py), then claim the chosen rows with one
-UPDATE in the same transaction.
+UPDATE in the same transaction. A standard queue is a fair one while any of its messages
+has a group: the standard claim then takes nothing (its guard, tested once before the
+claim reads a row), and the receive turns to the fair claim.
 
 A message whose receive count has reached the queue's maxReceiveCount is moved to
 the dead-letter queue instead of being delivered, by the receive that would have
@@ -16,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from queueserver.storage.rows import CLAIMED_COLUMNS, ClaimedRow, claimed
+from queueserver.storage.rows import CLAIMED_COLUMNS, CLAIMED_DELIVERY_COLUMNS, ClaimedRow, claimed
 
 
 @dataclass(frozen=True)
@@ -62,10 +64,15 @@ ORDER BY visible_at_ms, id
 LIMIT :n
 """
 _WINDOW = f"SELECT id FROM ({_RECEIVED_WINDOW}) UNION ALL SELECT id FROM ({_UNRECEIVED_WINDOW}) LIMIT :n"
-_CLAIM_STANDARD = f"UPDATE messages {_SET_CLAIMED} WHERE id IN ({_WINDOW}) {_RETURNING}"
+GROUPED = ("EXISTS (SELECT 1 FROM messages INDEXED BY messages_by_group"
+           " WHERE queue_id = :queue_id AND group_id IS NOT NULL)")
+_UNGROUPED_WINDOW = f"NOT {GROUPED} AND id IN ({_WINDOW})"
+_CLAIM_STANDARD = f"UPDATE messages {_SET_CLAIMED} WHERE {_UNGROUPED_WINDOW} {_RETURNING}"
+_CLAIM_STANDARD_DELIVERIES = f"UPDATE messages {_SET_CLAIMED} WHERE {_UNGROUPED_WINDOW} RETURNING {CLAIMED_DELIVERY_COLUMNS}"
 _MOVE_STANDARD = f"""
 UPDATE messages SET queue_id = :dead_letter_queue_id, visible_at_ms = :now, receipt_token = random()
-WHERE id IN ({_RECEIVED_WINDOW.replace("receive_count < :max_receive_count", "receive_count >= :max_receive_count")})
+WHERE NOT {GROUPED} AND id IN (
+    {_RECEIVED_WINDOW.replace("receive_count < :max_receive_count", "receive_count >= :max_receive_count")})
 RETURNING id
 """
 NO_LIMIT = 1 << 62
@@ -81,17 +88,17 @@ def _params(claim: Claim) -> dict[str, int]:
     }
 
 
-def claim_standard(conn: sqlite3.Connection, claim: Claim) -> tuple[list[tuple], int]:
-    """Claim up to n visible messages; returns the claimed rows (the cursor's tuples in ClaimedRow's
-    order: a receive unpacks them at once, and naming each costs a Python call) and how many were
-    dead-lettered."""
+def claim_standard(conn: sqlite3.Connection, claim: Claim, deliveries: bool = False) -> tuple[list[tuple], int]:
+    """Claim up to n visible messages of a queue without groups (none, if it has any); returns the claimed rows (the cursor's tuples in ClaimedRow's
+    order: a receive unpacks them at once, and naming each costs a Python call; with `deliveries`,
+    of CLAIMED_DELIVERY_COLUMNS, bodies included) and how many were dead-lettered."""
     params = _params(claim)
     moved = 0
     if claim.dead_letter is not None:
         moved_ids = [row[0] for row in conn.execute(_MOVE_STANDARD, params)]
         mark_dead_lettered(conn, moved_ids, claim.dead_letter, claim.now_ms)
         moved = len(moved_ids)
-    return conn.execute(_CLAIM_STANDARD, params).fetchall(), moved
+    return conn.execute(_CLAIM_STANDARD_DELIVERIES if deliveries else _CLAIM_STANDARD, params).fetchall(), moved
 
 
 def in_flight(conn: sqlite3.Connection, queue_id: int, now_ms: int, limit: int) -> int:

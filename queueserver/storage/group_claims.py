@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from queueserver.storage.claims import NO_LIMIT, Claim, claim_ids, in_order_taken, move_to_dead_letter_queue
+from queueserver.storage.claims import GROUPED, NO_LIMIT, Claim, claim_ids, in_order_taken, move_to_dead_letter_queue
 from queueserver.storage.rows import ClaimedRow
 
 FRONT_WINDOW = 2_000  # rows at the front of a FIFO queue looked at in send order
@@ -90,9 +90,7 @@ SELECT id, receive_count FROM (
 
 
 def has_groups(conn: sqlite3.Connection, queue_id: int) -> bool:
-    return conn.execute("SELECT 1 FROM messages INDEXED BY messages_by_group"
-                        " WHERE queue_id = ? AND group_id IS NOT NULL LIMIT 1",
-                        (queue_id,)).fetchone() is not None
+    return bool(conn.execute(f"SELECT {GROUPED}", {"queue_id": queue_id}).fetchone()[0])
 
 
 def claim_fifo(conn: sqlite3.Connection, claim: Claim, in_flight_limit: int) -> tuple[list[ClaimedRow], int]:

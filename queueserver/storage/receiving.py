@@ -14,7 +14,7 @@ from queueserver.storage import claims, group_claims, message_store
 from queueserver.storage.database import Transaction
 from queueserver.storage.queue_cache import QueueCache
 from queueserver.storage.receipts import ReceiptSigner
-from queueserver.storage.rows import BODY_COLUMNS, DELIVERY_COLUMNS, deliveries, received_messages
+from queueserver.storage.rows import BODY_COLUMNS, DELIVERY_COLUMNS, claimed_deliveries, deliveries, received_messages
 
 DEDUPLICATION_WINDOW_MS = 300_000  # FIFO deduplication ids and receive attempt ids
 
@@ -73,6 +73,7 @@ class Receiving:
             self._deliver(tx, current)
         visible_at = now + visibility_timeout * 1000
         rows: Sequence[tuple]  # ClaimedRow, or the cursor's tuples in its order
+        with_bodies = False  # the rows are CLAIMED_DELIVERY_COLUMNS
         if current.fifo and attempt_id is not None:
             receipts = message_store.find_attempt(tx.conn, queue.id, attempt_id, now)
             if receipts:
@@ -96,11 +97,12 @@ class Receiving:
                         f"The maximum number of in flight messages ({self.in_flight_limit}) has been reached.")
                 return [], message_store.next_visible_at(tx.conn, queue.id, now), None
             self._at_in_flight_limit.discard(queue.id)
-            if group_claims.has_groups(tx.conn, queue.id):
+            rows, moved = claims.claim_standard(tx.conn, claim, deliveries=not with_attributes)
+            with_bodies = not with_attributes
+            if not rows and not moved and group_claims.has_groups(tx.conn, queue.id):  # a fair queue
                 rows, moved, self._fair_cursors[queue.id] = group_claims.claim_fair(
                     tx.conn, claim, self._fair_cursors.get(queue.id, ""))
-            else:
-                rows, moved = claims.claim_standard(tx.conn, claim)
+                with_bodies = False
             self._in_flight_estimate[queue.id] = in_flight + len(rows)
         moved_to = (claim.dead_letter.queue_id, moved) if moved and claim.dead_letter else None
         if rows or moved:
@@ -112,6 +114,8 @@ class Receiving:
         if current.fifo and attempt_id is not None:
             message_store.remember_attempt(tx.conn, queue.id, attempt_id, now + DEDUPLICATION_WINDOW_MS,
                                            [(row[0], row[3]) for row in rows])  # (row id, receipt token)
+        if with_bodies:
+            return claimed_deliveries(rows, queue.id, self._signer.encode), None, moved_to
         return self._received(tx, queue, rows, with_attributes), None, moved_to
 
     def _received(self, tx: Transaction, queue: Queue, rows: Sequence[tuple],

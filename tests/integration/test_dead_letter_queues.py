@@ -462,6 +462,25 @@ def test_a_fifo_message_is_moved_with_its_group_and_the_group_carries_on(sqs, ma
     assert moved["Attributes"]["ApproximateReceiveCount"] == "2"
 
 
+def test_a_fair_queue_moves_messages_past_their_max_receive_count_and_delivers_the_others_in_the_same_receive(
+        sqs, make_queue, clock):
+    source, dlq, _ = make_source_and_dlq(make_queue, sqs, 1)
+    poison = {("a0", "a"), ("plain", None)}
+    for body, group in sorted(poison, key=str):
+        sqs.send_message(QueueUrl=source, MessageBody=body, **({"MessageGroupId": group} if group else {}))
+    received: set[str] = set()
+    for _ in range(3):  # a fair receive takes one message of each group a turn
+        received |= {m["Body"] for m in receive(sqs, source, MaxNumberOfMessages=10, VisibilityTimeout=10)}
+    assert received == {"a0", "plain"}
+    clock.advance(11)
+    sqs.send_message(QueueUrl=source, MessageBody="b0", MessageGroupId="b")
+    # Received once, the most their policy allows: moved, and the fresh message delivered by the same receive.
+    assert [m["Body"] for m in receive(sqs, source, MaxNumberOfMessages=10, VisibilityTimeout=10)] == ["b0"]
+    assert counts(sqs, source) == Counts(0, 1, 0)
+    moved = drain(sqs, dlq, **ALL)
+    assert {(m["Body"], m["Attributes"].get("MessageGroupId")) for m in moved} == poison
+
+
 def test_a_chain_of_dead_letter_queues_moves_a_message_twice(sqs, make_queue, clock):
     last = make_queue(name=unique_queue_name("dlq2"))
     last_arn = arn_of(sqs, last)

@@ -289,3 +289,25 @@ def test_after_one_subscription_is_purged_the_others_deletes_leave_no_body_and_l
     assert table_rows(db, "message_bodies") == 20  # the ten b had deleted are gone with the queue's rows
     assert drain(sqs, b, 7) == sent[10:]
     assert table_rows(db, "messages") == 0 and table_rows(db, "message_bodies") == 0
+
+
+def test_a_receive_without_attributes_hands_each_delivery_its_own_message_id_md5_and_body(own: Any) -> None:
+    """The shape most receives ask for (no attributes), read with the claim: from the queue's own rows
+    and from a subscription's, whose bodies are shared."""
+    sqs, _, _ = own
+    queue = sqs.create_queue(QueueName="plain")["QueueUrl"]
+    copy = subscribe(sqs, queue, "copy")
+    sent = {}
+    for i in range(23):
+        body = f"body {i} " + "é" * i
+        answer = sqs.send_message(QueueUrl=queue, MessageBody=body)
+        sent[answer["MessageId"]] = (answer["MD5OfMessageBody"], body)
+    for url in (copy, queue):
+        got: list[dict[str, Any]] = []
+        while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=7).get("Messages", []):
+            got += batch
+            assert not sqs.delete_message_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)]).get("Failed")
+        assert {m["MessageId"]: (m["MD5OfBody"], m["Body"]) for m in got} == sent
+        assert all(set(m) == {"MessageId", "ReceiptHandle", "MD5OfBody", "Body"} for m in got)
+        assert counts(sqs, url).visible == counts(sqs, url).in_flight == 0
