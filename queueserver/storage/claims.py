@@ -68,7 +68,8 @@ GROUPED = ("EXISTS (SELECT 1 FROM messages INDEXED BY messages_by_group"
            " WHERE queue_id = :queue_id AND group_id IS NOT NULL)")
 _UNGROUPED_WINDOW = f"NOT {GROUPED} AND id IN ({_WINDOW})"
 _CLAIM_STANDARD = f"UPDATE messages {_SET_CLAIMED} WHERE {_UNGROUPED_WINDOW} {_RETURNING}"
-_CLAIM_STANDARD_DELIVERIES = f"UPDATE messages {_SET_CLAIMED} WHERE {_UNGROUPED_WINDOW} RETURNING {CLAIMED_DELIVERY_COLUMNS}"
+_CLAIM_STANDARD_DELIVERIES = (f"UPDATE messages {_SET_CLAIMED} WHERE {_UNGROUPED_WINDOW}"
+                              f" RETURNING {CLAIMED_DELIVERY_COLUMNS}")
 _MOVE_STANDARD = f"""
 UPDATE messages SET queue_id = :dead_letter_queue_id, visible_at_ms = :now, receipt_token = random()
 WHERE NOT {GROUPED} AND id IN (
@@ -89,9 +90,10 @@ def _params(claim: Claim) -> dict[str, int]:
 
 
 def claim_standard(conn: sqlite3.Connection, claim: Claim, deliveries: bool = False) -> tuple[list[tuple], int]:
-    """Claim up to n visible messages of a queue without groups (none, if it has any); returns the claimed rows (the cursor's tuples in ClaimedRow's
-    order: a receive unpacks them at once, and naming each costs a Python call; with `deliveries`,
-    of CLAIMED_DELIVERY_COLUMNS, bodies included) and how many were dead-lettered."""
+    """Claim up to n visible messages of a queue without groups (none, if it has any); returns the
+    claimed rows (the cursor's tuples in ClaimedRow's order: a receive unpacks them at once, and naming
+    each costs a Python call; with `deliveries`, of CLAIMED_DELIVERY_COLUMNS, bodies included) and how many
+    were dead-lettered."""
     params = _params(claim)
     moved = 0
     if claim.dead_letter is not None:
