@@ -20,7 +20,8 @@ import sqlite3
 
 from queueserver import errors
 from queueserver.clock import Clock, ManualClock
-from queueserver.storage.database import Database, Transaction
+from queueserver.storage.database import Database
+from queueserver.storage.operations import Transaction
 
 log = logging.getLogger(__name__)
 

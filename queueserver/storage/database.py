@@ -2,8 +2,9 @@
 
 Every operation is a plain function of a `Transaction`, run on the database thread.
 Operations that arrive while the thread is busy are run together in one
-`BEGIN IMMEDIATE … COMMIT`, each inside its own savepoint so that one failing
-operation does not roll back its neighbours. One fsync then makes them all durable.
+`BEGIN IMMEDIATE … COMMIT` (operations.py), and one fsync then makes them all durable.
+A failing operation does not roll back its neighbours: the group is then rolled back
+and run again with each operation in a savepoint of its own.
 
 Durability is what `synchronous=FULL` gives, done by hand so that nobody idles while the
 disk works: the connection commits with `synchronous=NORMAL`, and the syncer thread then
@@ -42,6 +43,7 @@ from queueserver.storage import write_back
 from queueserver.tallies import StorageTally
 from queueserver.storage.health import Health
 from queueserver.storage.loop_calls import call_on_loops, resolve, yield_to_the_event_loop
+from queueserver.storage.operations import Operation, Ran, Transaction, run_operations
 from queueserver.storage.sqlite_file import connect, describe, lock_file, unavailable
 from queueserver.storage.syncer import Syncer
 
@@ -53,40 +55,6 @@ RECOVERY_SECONDS = 0.5  # writes must succeed this long, unbroken, before an out
 FILE_CHECK_SECONDS = 0.25
 AUTOCHECKPOINT_PAGES = 1000  # SQLite's default: checkpoint at commit once the WAL holds this many pages
 _STOP = object()
-
-
-class Transaction:
-    """What an operation sees: the connection, and hooks around the group's COMMIT.
-
-    An operation may change in-memory state (the queue cache) as its last step, so
-    that later operations of the same group see it; it registers how to undo that
-    in case the group's COMMIT fails. It may also ask for a callback on its event loop
-    as soon as the COMMIT succeeds, before the results: waking long polls then lets their
-    claims run while the disk works (their answers pass `Database.durable` too, which
-    waits for this commit, so no one is handed a message before it is durable).
-    """
-
-    __slots__ = ("conn", "_undo", "_on_commit")
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        self._undo: list[Callable[[], object]] = []
-        self._on_commit: list[Callable[[], object]] = []
-
-    def on_rollback(self, callback: Callable[[], object]) -> None:
-        self._undo.append(callback)
-
-    def on_commit(self, callback: Callable[[], object]) -> None:
-        self._on_commit.append(callback)
-
-
-class _Operation:
-    __slots__ = ("fn", "future", "loop")
-
-    def __init__(self, fn: Callable[[Transaction], Any], future: asyncio.Future, loop: asyncio.AbstractEventLoop):
-        self.fn = fn
-        self.future = future
-        self.loop = loop
 
 
 class Database:
@@ -130,7 +98,7 @@ class Database:
             raise RuntimeError("the database is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future = loop.create_future()
-        self._inbox.put(_Operation(fn, future, loop))
+        self._inbox.put(Operation(fn, future, loop))
         return await future
 
     async def set_autocheckpoint(self, pages: int) -> None:
@@ -201,12 +169,9 @@ class Database:
             if stop:
                 return
 
-    def _run_group(self, group: list[_Operation]) -> None:
+    def _run_group(self, group: list[Operation]) -> None:
         self.tally.group_sizes.observe(len(group))
         conn: sqlite3.Connection | None = None
-        outcomes: list[tuple[bool, Any]] = []
-        undo: list[Callable[[], object]] = []
-        committed_hooks: list[tuple[asyncio.AbstractEventLoop, Callable[[], object]]] = []
         aborted: BaseException | None = None
         try:
             if self._syncer.failure is not None:  # a failed fsync: nothing more is run
@@ -216,34 +181,22 @@ class Database:
             conn.execute("BEGIN IMMEDIATE")
         except Exception as exc:  # noqa: BLE001 - SQSError: the file was replaced, or unsynced
             aborted = exc
-        # One cursor for the savepoints of the group: conn.execute would make one per statement.
-        marks = conn.cursor() if conn is not None and aborted is None else None
-        for op in group if marks is not None else ():
-            tx = Transaction(conn)
-            try:
-                marks.execute("SAVEPOINT op")
-                result = op.fn(tx)
-            except BaseException as exc:
-                if not conn.in_transaction:  # SQLite rolled the whole group back (full, I/O …)
-                    aborted = exc
-                    break
-                try:  # the operation's own failure: undo just it
-                    conn.execute("ROLLBACK TO op")
-                    conn.execute("RELEASE op")
-                except sqlite3.Error as rollback_failure:
-                    aborted = rollback_failure
-                    break
-                outcomes.append((False, self._storage_error(exc) if isinstance(exc, sqlite3.Error) else exc))
-            else:
+        ran = Ran()
+        if conn is not None and aborted is None:
+            ran = run_operations(conn, group, self._storage_error, careful=False)
+            if ran.failed:  # only a savepoint undoes the failed operation alone: again, each in its own
+                for hook in reversed(ran.undo):
+                    hook()
+                ran = Ran()
                 try:
-                    marks.execute("RELEASE op")
+                    conn.execute("ROLLBACK")
+                    conn.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error as exc:
-                    aborted = exc
-                    break
-                outcomes.append((True, result))
-                undo.extend(tx._undo)
-                for hook in tx._on_commit:  # a loop, not extend(genexpr): no generator per operation
-                    committed_hooks.append((op.loop, hook))
+                    ran.aborted = exc
+                else:
+                    ran = run_operations(conn, group, self._storage_error, careful=True)
+            aborted = ran.aborted
+        outcomes, undo, committed_hooks = ran.outcomes, ran.undo, ran.hooks
         if aborted is None and conn is not None:
             try:
                 conn.execute("COMMIT")
@@ -307,7 +260,7 @@ class Database:
             self._failing = None
             self._recovering_since = None
 
-    def _fail_group(self, group: list[_Operation], exc: BaseException) -> None:
+    def _fail_group(self, group: list[Operation], exc: BaseException) -> None:
         """A failure `_run_group` did not foresee: roll back, answer 503 to the group, carry on."""
         log.exception("a commit group failed unexpectedly; its requests get 503 and the server carries on")
         try:

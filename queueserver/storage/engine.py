@@ -27,7 +27,8 @@ from queueserver.storage import clock_store, message_store, queue_store, subscri
 from queueserver.storage.clock_store import KeptClock
 from queueserver.storage.cooldowns import Cooldowns
 from queueserver.storage.count_cache import MAX_AGE_SECONDS, CountCache
-from queueserver.storage.database import AUTOCHECKPOINT_PAGES, Database, Transaction
+from queueserver.storage.database import AUTOCHECKPOINT_PAGES, Database
+from queueserver.storage.operations import Transaction
 from queueserver.storage.handles import change_one_visibility, expired_handle, invalid_handle
 from queueserver.storage.migrations import migrate
 from queueserver.storage.observe import Observer
@@ -384,7 +385,7 @@ class QueueEngine:
                     outcomes.append(DONE)
                     rows.append((receipt[1], receipt[2]))
             if not current.fifo:
-                self._receiving.deleted(queue_id, message_store.delete_received(tx.conn, queue_id, rows))
+                self._receiving.deleted(tx, queue_id, message_store.delete_received(tx.conn, queue_id, rows))
             return outcomes, len(rows)
 
         outcomes, deleted = await self._db.run(delete)

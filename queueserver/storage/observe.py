@@ -16,7 +16,8 @@ from typing import Awaitable, Callable
 
 from queueserver import errors
 from queueserver.models import Queue, QueueCounts
-from queueserver.storage.database import Database, Transaction
+from queueserver.storage.database import Database
+from queueserver.storage.operations import Transaction
 from queueserver.storage.read_side import ReadSide
 from queueserver.storage.waiters import Waiters
 from queueserver.tallies import StorageTally

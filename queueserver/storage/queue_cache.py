@@ -18,7 +18,7 @@ from typing import Iterator
 
 from queueserver import errors
 from queueserver.models import SUBSCRIPTION_SEPARATOR, Queue, parse_arn
-from queueserver.storage.database import Transaction
+from queueserver.storage.operations import Transaction
 from queueserver.storage.sorted_keys import SortedKeys
 
 QueueKey = tuple[str, str, str]  # region, account, name

@@ -6,12 +6,13 @@ that saves a count per receive: each standard queue's in-flight estimate and eac
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 from queueserver import errors
 from queueserver.models import Delivery, Queue, ReceivedMessage, parse_arn
 from queueserver.storage import claims, group_claims, message_store
-from queueserver.storage.database import Transaction
+from queueserver.storage.operations import Transaction
 from queueserver.storage.queue_cache import QueueCache
 from queueserver.storage.receipts import ReceiptSigner
 from queueserver.storage.rows import BODY_COLUMNS, DELIVERY_COLUMNS, claimed_deliveries, deliveries, received_messages
@@ -42,17 +43,20 @@ class Receiving:
     def at_in_flight_limit(self, queue_id: int) -> bool:
         return queue_id in self._at_in_flight_limit
 
-    def deleted(self, queue_id: int, count: int) -> None:
-        """Messages of a standard queue were deleted: fewer are in flight."""
-        if queue_id in self._in_flight_estimate:
-            self._in_flight_estimate[queue_id] = max(0, self._in_flight_estimate[queue_id] - count)
+    def deleted(self, tx: Transaction, queue_id: int, count: int) -> None:
+        """Messages of a standard queue were deleted: fewer are in flight (unless the deletes roll back: an
+        estimate that errs low could let receives past the limit)."""
+        estimate = self._in_flight_estimate.get(queue_id)
+        if estimate is not None and count:
+            self._in_flight_estimate[queue_id] = max(0, estimate - count)
+            tx.on_rollback(functools.partial(self._in_flight_estimate.__setitem__, queue_id, estimate))
 
     def unclaim(self, tx: Transaction, queue_id: int, receipts: list[tuple[int, int]], now: int) -> int:
         """Messages claimed for a long poll whose client hung up meanwhile: visible again at once, their
         receive not counted (nobody got them, so it must not bring them nearer the dead-letter queue)."""
         returned = message_store.unclaim(tx.conn, queue_id, receipts, now)
         if returned:
-            self.deleted(queue_id, returned)  # out of flight
+            self.deleted(tx, queue_id, returned)  # out of flight
             self._counts_change(tx, queue_id)
         return returned
 

@@ -20,7 +20,8 @@ from typing import Callable
 from queueserver import errors
 from queueserver.clock import Clock
 from queueserver.models import MoveTask, Queue
-from queueserver.storage.database import Database, Transaction
+from queueserver.storage.database import Database
+from queueserver.storage.operations import Transaction
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Callable
 from queueserver import errors
 from queueserver.models import SUBSCRIPTION_SEPARATOR, NewMessage, Queue, SentMessage, sequence_number, uuid4_string
 from queueserver.storage import message_store, queue_store, subscriptions
-from queueserver.storage.database import Transaction
+from queueserver.storage.operations import Transaction
 from queueserver.storage.queue_cache import QueueCache
 from queueserver.storage.receiving import DEDUPLICATION_WINDOW_MS
 

@@ -10,13 +10,15 @@ queues / SWEEP_BATCH sweeps (every 5 s up to 1,000 queues, every 50 s at 10,000)
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Callable
 
 from queueserver.clock import Clock
 from queueserver.models import Queue
 from queueserver.storage import message_store, subscriptions
-from queueserver.storage.database import Database, Transaction
+from queueserver.storage.database import Database
+from queueserver.storage.operations import Transaction
 from queueserver.storage.receiving import retention_cutoff
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ class RetentionSweeper:
             if batch is not None:
                 start = self._next if self._next < len(queues) else 0
                 queues = queues[start:start + batch]
+                tx.on_rollback(functools.partial(setattr, self, "_next", self._next))
                 self._next = start + len(queues)
             removed = 0
             for queue in queues:

@@ -21,7 +21,8 @@ import pytest
 
 from queueserver import errors
 from queueserver.storage import database
-from queueserver.storage.database import Database, Transaction
+from queueserver.storage.database import Database
+from queueserver.storage.operations import Transaction
 from queueserver.storage.sqlite_file import open_file
 
 WAIT = 10.0  # seconds; only a broken implementation waits this long
@@ -213,6 +214,74 @@ def test_commit_hooks_run_on_the_loop_before_the_result_and_not_for_a_failed_ope
             await refused
         assert called == ["send", "result"]
         sync.go.set()
+
+    run(tmp_path, scenario)
+
+
+async def one_group(db: Database, ops: list[Callable[[Transaction], Any]]) -> list[Any]:
+    """Run `ops` as one group: they are queued while an operation holds the thread, then it lets go."""
+    running, go = threading.Event(), threading.Event()
+
+    def hold(tx: Transaction) -> None:
+        running.set()
+        assert go.wait(WAIT), "the test never let the group go"
+
+    held = asyncio.ensure_future(db.run(hold))
+    await until(running.is_set)
+    queued = [asyncio.ensure_future(db.run(op)) for op in ops]
+    await asyncio.sleep(0)  # each task runs up to its wait for the result: every operation is in the inbox
+    go.set()
+    await held
+    return await asyncio.gather(*queued, return_exceptions=True)
+
+
+def test_an_operation_that_fails_after_it_wrote_is_undone_alone_and_its_neighbours_commit_once(
+        tmp_path: Path) -> None:
+    """With no savepoint to undo just the failed operation, the group runs again, each in one: the
+    first run's in-memory changes are undone and its commit hooks dropped, so each counts once; the
+    failed operation's own changes in memory are undone with what it wrote."""
+    async def scenario(db: Database, sync: GatedSync) -> None:
+        memory = {"runs": 0, "kept": 0, "failed": 0}
+        committed: list[str] = []
+
+        def counted(tx: Transaction) -> int:
+            tx.conn.execute("INSERT INTO items (n) VALUES (2)")
+            memory["runs"] += 1
+            memory["kept"] += 1
+            tx.on_rollback(lambda: memory.__setitem__("kept", memory["kept"] - 1))
+            tx.on_commit(lambda: committed.append("counted"))
+            return 2
+
+        def writes_then_fails(tx: Transaction) -> None:
+            tx.conn.execute("INSERT INTO items (n) VALUES (3)")
+            memory["failed"] += 1
+            tx.on_rollback(lambda: memory.__setitem__("failed", memory["failed"] - 1))
+            tx.on_commit(lambda: committed.append("failed"))
+            raise errors.InvalidParameterValue("no")
+
+        groups, operations = sum(db.tally.group_sizes.counts), db.tally.group_sizes.sum
+        results = await one_group(db, [counted, writes_then_fails, insert(4)])
+        # the holder's group, then the three together
+        assert (sum(db.tally.group_sizes.counts) - groups, db.tally.group_sizes.sum - operations) == (2, 4)
+        assert results[0] == 2 and isinstance(results[1], errors.InvalidParameterValue) and results[2] == 4
+        assert committed_items(sync.path) == {2, 4}
+        assert memory == {"runs": 2, "kept": 1, "failed": 0} and committed == ["counted"]
+
+    run(tmp_path, scenario)
+
+
+def test_a_group_whose_operations_all_succeed_runs_once(tmp_path: Path) -> None:
+    async def scenario(db: Database, sync: GatedSync) -> None:
+        runs: list[int] = []
+
+        def counted(n: int) -> Callable[[Transaction], int]:
+            def op(tx: Transaction) -> int:
+                runs.append(n)
+                return insert(n)(tx)
+            return op
+
+        assert await one_group(db, [counted(1), counted(2), counted(3)]) == [1, 2, 3]
+        assert runs == [1, 2, 3] and committed_items(sync.path) == {1, 2, 3}
 
     run(tmp_path, scenario)
 
