@@ -188,7 +188,7 @@ class Database:
                 for hook in reversed(ran.undo):
                     hook()
                 ran = Ran()
-                try:
+                try:  # the write lock goes for a moment, as it does between any two groups
                     conn.execute("ROLLBACK")
                     conn.execute("BEGIN IMMEDIATE")
                 except sqlite3.Error as exc:

@@ -324,6 +324,9 @@ class QueueEngine:
                     messages, next_visible, moved_to = await self._db.run(lambda tx: receiving.claim(
                         tx, queue, clock.now_ms(), max_messages=max_messages, visibility_timeout=visibility_timeout,
                         attempt_id=attempt_id, short_poll=waiter is None, with_attributes=with_attributes))
+                    if messages is None:
+                        raise errors.OverLimit(f"The maximum number of in flight messages"
+                                               f" ({receiving.in_flight_limit}) has been reached.")
                     if moved_to is not None:
                         self._notify(moved_to[0], moved_to[1])
                         self._tally(queue.id).dead_lettered += moved_to[1]

@@ -100,6 +100,8 @@ def run_operations(conn: sqlite3.Connection, group: list[Operation],
                 try:
                     marks.execute("RELEASE op")
                 except sqlite3.Error as exc:
+                    for hook in reversed(tx._undo):  # the group is given up: undone with the others'
+                        hook()
                     ran.aborted = exc
                     break
             ran.outcomes.append((True, result))

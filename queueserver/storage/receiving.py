@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 from typing import Callable, Sequence
 
-from queueserver import errors
 from queueserver.models import Delivery, Queue, ReceivedMessage, parse_arn
 from queueserver.storage import claims, group_claims, message_store
 from queueserver.storage.operations import Transaction
@@ -19,8 +18,9 @@ from queueserver.storage.rows import BODY_COLUMNS, DELIVERY_COLUMNS, claimed_del
 
 DEDUPLICATION_WINDOW_MS = 300_000  # FIFO deduplication ids and receive attempt ids
 
-# (messages, when the next hidden one shows, (the dead-letter queue that got messages, how many))
-ClaimResult = tuple[list[ReceivedMessage] | list[Delivery], int | None, tuple[int, int] | None]
+# (messages, or None for a short poll refused at the in-flight limit; when the next hidden one shows;
+# (the dead-letter queue that got messages, how many))
+ClaimResult = tuple[list[ReceivedMessage] | list[Delivery] | None, int | None, tuple[int, int] | None]
 
 
 class Receiving:
@@ -94,18 +94,19 @@ class Receiving:
             if in_flight is None or in_flight >= self.in_flight_limit:
                 in_flight = claims.in_flight(tx.conn, queue.id, now, self.in_flight_limit)
                 self._in_flight_estimate[queue.id] = in_flight
+                # A count inside a transaction that rolls back could err low: the next claim counts again.
+                tx.on_rollback(functools.partial(self._in_flight_estimate.pop, queue.id, None))
             if in_flight >= self.in_flight_limit:
                 self._at_in_flight_limit.add(queue.id)
-                if short_poll:
-                    raise errors.OverLimit(
-                        f"The maximum number of in flight messages ({self.in_flight_limit}) has been reached.")
-                return [], message_store.next_visible_at(tx.conn, queue.id, now), None
+                # A short poll is refused; returned, not raised, so that its group need not run again.
+                return None if short_poll else [], message_store.next_visible_at(tx.conn, queue.id, now), None
             self._at_in_flight_limit.discard(queue.id)
             rows, moved = claims.claim_standard(tx.conn, claim, deliveries=not with_attributes)
             with_bodies = not with_attributes
             if not rows and not moved and group_claims.has_groups(tx.conn, queue.id):  # a fair queue
-                rows, moved, self._fair_cursors[queue.id] = group_claims.claim_fair(
-                    tx.conn, claim, self._fair_cursors.get(queue.id, ""))
+                cursor = self._fair_cursors.get(queue.id, "")
+                rows, moved, self._fair_cursors[queue.id] = group_claims.claim_fair(tx.conn, claim, cursor)
+                tx.on_rollback(functools.partial(self._fair_cursors.__setitem__, queue.id, cursor))
                 with_bodies = False
             self._in_flight_estimate[queue.id] = in_flight + len(rows)
         moved_to = (claim.dead_letter.queue_id, moved) if moved and claim.dead_letter else None

@@ -349,3 +349,54 @@ def test_a_move_task_is_started_listed_and_cancelled_through_the_engine(tmp_path
             await engine.cancel_move_task(handle)
 
     run(tmp_path, scenario)
+
+
+def test_an_in_flight_count_taken_by_a_group_that_runs_again_does_not_let_receives_past_the_limit(
+        tmp_path: Path) -> None:
+    """A group holding a delete, a receive that counts the messages in flight (it saw the delete) and an
+    operation that fails runs again: the count from the run rolled back must not stand, or it errs low."""
+    async def main() -> int:
+        clock = ManualClock(start_ms=1_000_000)
+        path = str(tmp_path / "q.db")
+        first = await QueueEngine.open(path, clock, in_flight_limit=10)
+        queue = await make_queue(first)
+        await first.send_messages(queue, [message(str(i)) for i in range(10)], sender_id="me")
+        held = await first.receive_messages(queue, max_messages=10, visibility_timeout=600, wait_seconds=0)
+        assert len(held) == 10
+        await first.close()
+        engine = await QueueEngine.open(path, clock, in_flight_limit=10)  # no estimate: the next receive counts
+        try:
+            queue = engine.get_queue("us-east-1", "000000000000", "q")
+            running, go = threading.Event(), threading.Event()
+
+            def hold(tx: Any) -> None:
+                running.set()
+                assert go.wait(10), "the test never let the group go"
+
+            def fails(tx: Any) -> None:
+                raise errors.InvalidParameterValue("no")
+
+            holder = asyncio.ensure_future(engine._db.run(hold))
+            await until(running.is_set)
+            group = [asyncio.ensure_future(engine.delete_messages(queue, [m.receipt_handle for m in held[:3]])),
+                     asyncio.ensure_future(engine.receive_messages(queue, max_messages=1, visibility_timeout=600,
+                                                                   wait_seconds=0)),
+                     asyncio.ensure_future(engine._db.run(fails))]
+            await until(lambda: engine._db._inbox.qsize() == 3)
+            go.set()
+            await holder
+            _, received, failed = await asyncio.gather(*group, return_exceptions=True)
+            assert received == [] and isinstance(failed, errors.InvalidParameterValue)
+            await engine.send_messages(queue, [message(f"more {i}") for i in range(10)], sender_id="me")
+            taken = 0
+            for _ in range(10):  # one at a time until the limit refuses
+                try:
+                    taken += len(await engine.receive_messages(queue, max_messages=1, visibility_timeout=600,
+                                                               wait_seconds=0))
+                except errors.OverLimit:
+                    return taken
+            return taken
+        finally:
+            await engine.close()
+
+    assert asyncio.run(main()) == 3  # 7 in flight after the group, and the limit is 10
