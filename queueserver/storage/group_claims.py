@@ -89,8 +89,11 @@ SELECT id, receive_count FROM (
 """
 
 
+_HAS_GROUPS = f"SELECT {GROUPED}"
+
+
 def has_groups(conn: sqlite3.Connection, queue_id: int) -> bool:
-    return bool(conn.execute(f"SELECT {GROUPED}", {"queue_id": queue_id}).fetchone()[0])
+    return bool(conn.execute(_HAS_GROUPS, {"queue_id": queue_id}).fetchone()[0])
 
 
 def claim_fifo(conn: sqlite3.Connection, claim: Claim, in_flight_limit: int) -> tuple[list[ClaimedRow], int]:

@@ -52,7 +52,7 @@ DELIVERY_COLUMNS = "id, message_id, md5_of_body, body"
 _BODY_OF_ROW = "FROM message_bodies WHERE id = coalesce(messages.body_id, messages.id)"
 CLAIMED_DELIVERY_COLUMNS = (f"id, receipt_token, (SELECT md5_of_body || message_id {_BODY_OF_ROW}),"
                             f" (SELECT body {_BODY_OF_ROW})")
-MD5_LENGTH = 32
+_MD5_LENGTH = 32
 
 
 class BrowsedRow(NamedTuple):
@@ -113,8 +113,8 @@ def deliveries(rows: Iterable[tuple], bodies: dict[int, tuple], queue_id: int,
 def claimed_deliveries(rows: Iterable[tuple], queue_id: int, encode: Callable[[int, int, int], str]) -> list[Delivery]:
     """The Deliveries of a claim that returned CLAIMED_DELIVERY_COLUMNS."""
     new = tuple.__new__
-    return [new(Delivery, (md5_and_id[MD5_LENGTH:], encode(queue_id, row_id, receipt_token), md5_and_id[:MD5_LENGTH],
-                           body))
+    return [new(Delivery, (md5_and_id[_MD5_LENGTH:], encode(queue_id, row_id, receipt_token),
+                           md5_and_id[:_MD5_LENGTH], body))
             for row_id, receipt_token, md5_and_id, body in rows]
 
 

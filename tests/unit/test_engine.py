@@ -141,6 +141,14 @@ async def until(condition: Callable[[], bool | Awaitable[bool]]) -> None:
     raise AssertionError("the database thread never got there")
 
 
+def hold(running: threading.Event, go: threading.Event) -> Callable[[Any], None]:
+    """An operation that keeps the database thread until `go`: what is submitted meanwhile queues as one group."""
+    def op(tx: Any) -> None:
+        running.set()
+        assert go.wait(10), "the test never let the group finish"
+    return op
+
+
 async def waiting_poll(engine: QueueEngine, clock: ManualClock, queue: Any) -> asyncio.Task:
     """A long poll (20 s) that has found nothing and waits: its wake-up is pending on the clock.
     Only a poll already waiting proves a wake-up; one that began late would find the message by its claim."""
@@ -249,12 +257,6 @@ def test_a_queue_is_seen_from_the_event_loop_only_once_its_create_has_committed(
     """GetQueueUrl and ListQueues answer from memory: they must not report a queue whose
     CreateQueue could still roll back, or be lost in a crash before its COMMIT."""
     first_running, let_first_go, second_running, let_second_go = (threading.Event() for _ in range(4))
-
-    def hold(running: threading.Event, go: threading.Event) -> Callable[[Any], None]:
-        def op(tx: Any) -> None:
-            running.set()
-            assert go.wait(10), "the test never let the group finish"
-        return op
 
     async def scenario(engine: QueueEngine, clock: ManualClock) -> None:
         held = asyncio.ensure_future(engine._db.run(hold(first_running, let_first_go)))
@@ -369,14 +371,10 @@ def test_an_in_flight_count_taken_by_a_group_that_runs_again_does_not_let_receiv
             queue = engine.get_queue("us-east-1", "000000000000", "q")
             running, go = threading.Event(), threading.Event()
 
-            def hold(tx: Any) -> None:
-                running.set()
-                assert go.wait(10), "the test never let the group go"
-
             def fails(tx: Any) -> None:
                 raise errors.InvalidParameterValue("no")
 
-            holder = asyncio.ensure_future(engine._db.run(hold))
+            holder = asyncio.ensure_future(engine._db.run(hold(running, go)))
             await until(running.is_set)
             group = [asyncio.ensure_future(engine.delete_messages(queue, [m.receipt_handle for m in held[:3]])),
                      asyncio.ensure_future(engine.receive_messages(queue, max_messages=1, visibility_timeout=600,
