@@ -50,7 +50,6 @@ from queueserver.tallies import LATENCY_BOUNDS, ConnectionTally, RequestTally
 
 CLOCK_PATH = "/_queueserver/clock"
 CLOCK_BODY_BYTES = 1024  # {"advance_seconds": N}
-GET_METRICS = "queueserver:GetMetrics"  # the IAM action a key's identity policy must allow to read /metrics
 _GET = frozenset({"GET"})  # /metrics, /health, /ready and /favicon.ico: no queue URL has one path segment
 _OPERATIONS = ("metrics", "health", "ready")  # what the metrics listener serves too
 
@@ -193,6 +192,19 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
         if access_log is not None:
             access_log.request(http_request.action, http_request.params, response.status, elapsed)
 
+    def _admitted(scope: dict[str, Any], headers: dict[str, str], way: str, verify: bool) -> bool:
+        """Whether the request passes the door's rule of a server endpoint (always with credentials off, and
+        on the metrics listener, whose address is its protection)."""
+        if not verify or authenticator is None:
+            return True
+        try:
+            principal = dispatcher.authenticate(_http_request(scope, headers, b"", default_host))
+            assert principal is not None
+            principal.admit_server(way)
+        except errors.SQSError:
+            return False
+        return True
+
     async def operations(scope: dict[str, Any], headers: dict[str, str], verify: bool) -> HttpResponse:
         """/health: the process answers. /ready: the database takes writes. /metrics: Prometheus.
 
@@ -204,6 +216,8 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
             return _json_response(200, {"status": "ok"})
         if path == "/ready":
             problems = await engine.observe.unready()
+            if not _admitted(scope, headers, "GET /ready details", verify):  # ready or not, nothing more
+                return _json_response(503 if problems else 200, {"status": "unavailable" if problems else "ready"})
             # Replication is reported, never a reason to refuse: a replica behind loses no request.
             shown = {} if replication is None else {"replication": replication().as_dict()}
             if problems:
@@ -214,9 +228,9 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
             return _plain(403, reason)
         if verify and authenticator is not None:
             try:
-                caller = dispatcher.authenticate(_http_request(scope, headers, b"", default_host))
-                assert caller is not None
-                caller.authorize_server_action(GET_METRICS)
+                principal = dispatcher.authenticate(_http_request(scope, headers, b"", default_host))
+                assert principal is not None
+                principal.admit_server("GET /metrics")
             except errors.SQSError as error:
                 return _error_document(error)
         body, content_type = await metrics.exposition(headers.get("accept", ""))
@@ -227,10 +241,10 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
         manual = engine.test_clock
         body = await request.body()
         try:  # with credentials on, only a signed request may read the clock, and only an admin key move it
-            caller = dispatcher.authenticate(_http_request(request.scope, _headers(request.scope), body, default_host))
-            if caller is not None and request.method == "POST" and not caller.key.admin:
-                raise errors.AccessDenied(f"User: {caller.key.arn} is not authorized to move the test clock: "
-                                          "only a key marked admin = true in the credentials file may")
+            principal = dispatcher.authenticate(_http_request(request.scope, _headers(request.scope), body,
+                                                              default_host))
+            if principal is not None:
+                principal.admit_server(f"{request.method} {CLOCK_PATH}")
         except errors.SQSError as error:
             refused = _error_document(error)
             return Response(refused.body, refused.status, refused.headers)

@@ -26,7 +26,6 @@ from queueserver.errors import ConsoleError
 from queueserver.extensions import BROWSE_ACTION, LIST_SUBSCRIPTIONS_ACTION
 from queueserver.console.sessions import SESSION_COOKIE, SESSION_SECONDS
 from queueserver.models import Queue
-from queueserver.protocol.extension_actions import BODY_READING
 from queueserver.replication import ReplicationReport
 from queueserver.storage import QueueEngine
 
@@ -166,7 +165,7 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
                                                         f"{request.url.scheme}://{request.headers.get('host', '')}"),
                                  "next_token": None, "tasks": [], "source_names": [], "subscriptions": None,
                                  "tags": queue.tags if viewer.may("ListQueueTags", arn) else None}
-        if all(viewer.may(action, arn) for action in (BROWSE_ACTION, *BODY_READING)):
+        if viewer.may(BROWSE_ACTION, arn):  # its rule: ReceiveMessage too
             browse: dict[str, Any] = {"QueueUrl": url, "MaxNumberOfMessages": BROWSE_PAGE}
             if after:
                 browse["NextToken"] = after

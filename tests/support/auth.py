@@ -43,7 +43,8 @@ DENIED_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [
     {"Effect": "Deny", "Action": ["sqs:*", "queueserver:*"], "Resource": "*"}]})
 # A redrive key: move tasks on dead-letter queues named `*-dlq`, and sending only to queues named `*-back`.
 REDRIVER_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [
-    {"Effect": "Allow", "Action": ["sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks"],
+    {"Effect": "Allow", "Action": ["sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks", "sqs:ReceiveMessage",
+                                   "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
      "Resource": f"arn:aws:sqs:*:{OWNER_ACCOUNT}:*-dlq"},
     {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": f"arn:aws:sqs:*:{OWNER_ACCOUNT}:*-back"}]})
 METRICS_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [
