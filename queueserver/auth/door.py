@@ -76,8 +76,8 @@ SQS_RULES: dict[str, Rule] = {
     "SendMessage": _on_queue("SendMessage"),
     "SendMessageBatch": _on_queue("SendMessage"),
     "ReceiveMessage": Rule((Need(QUEUE, ("sqs:ReceiveMessage",)), _REDRIVE_TARGET), GRANTED,
-                           note="on a queue with a RedrivePolicy also `sqs:SendMessage` on its dead-letter queue "
-                                "(a receive past maxReceiveCount moves messages there)"),
+                           note="on a queue with a RedrivePolicy also `sqs:SendMessage` on its dead-letter queue, "
+                                "where a receive past maxReceiveCount moves messages"),
     "DeleteMessage": _on_queue("DeleteMessage"),
     "DeleteMessageBatch": _on_queue("DeleteMessage"),
     "ChangeMessageVisibility": _on_queue("ChangeMessageVisibility"),
@@ -123,6 +123,8 @@ CONSOLE_RULES: dict[str, Rule] = {
     "console queue page": Rule((Need(QUEUE, ("sqs:GetQueueAttributes",)),), GRANTED),
     "console messages": Rule((), GRANTED, runs=ext.BROWSE_ACTION),
     "console server page details": Rule((), ADMIN_ONLY, note="the database path and the server's totals"),
+    "console login": Rule((), NO_KEY, note="a key id and its secret"),
+    "console logout": Rule((), NO_KEY),
 }
 
 SERVER_RULES: dict[str, Rule] = {
@@ -130,11 +132,37 @@ SERVER_RULES: dict[str, Rule] = {
     "GET /ready details": Rule(_METRICS.needs, IDENTITY_ONLY,
                                note="without it: ready or not ready, nothing more"),
     "GET /health": Rule((), NO_KEY),
+    "GET /ready": Rule((), NO_KEY, note="ready or not ready"),
+    "GET /favicon.ico": Rule((), NO_KEY),
     "GET /_queueserver/clock": Rule((), ANY_KEY),
     "POST /_queueserver/clock": Rule((), ADMIN_ONLY),
 }
 
 DOOR: dict[str, Rule] = {**SQS_RULES, **CONSOLE_RULES, **SERVER_RULES}
+
+# Each route of app.ROUTES, and each of the console's, with the rules of the door its requests pass.
+ROUTE_DOORS: dict[str, tuple[str, ...]] = {
+    "metrics": ("GET /metrics",),
+    "health": ("GET /health",),
+    "ready": ("GET /ready", "GET /ready details"),
+    "favicon": ("GET /favicon.ico",),
+    "home": tuple(SQS_RULES),  # an SDK's GET / is an SQS request; a browser's is sent to the console
+    "clock": ("GET /_queueserver/clock", "POST /_queueserver/clock"),
+    "console": tuple(CONSOLE_RULES),
+    "sqs": tuple(SQS_RULES),
+}
+CONSOLE_ROUTE_DOORS: dict[str, tuple[str, ...]] = {
+    "/": ("console overview",),
+    "/server": ("console server page details",),
+    "/login": ("console login",),
+    "/logout": ("console logout",),
+    "/create": ("console create",),
+    "/queues/{region}/{name}": ("console queue page",),
+    "/queues/{region}/{account}/{name}": ("console queue page", "console messages"),
+    "/queues/{region}/{account}/{name}/{action}": ("console send", "console purge", "console delete",
+                                                   "console delete subscription", "console redrive",
+                                                   "console cancel", "console subscribe"),
+}
 
 
 def rule_of(name: str) -> Rule:
