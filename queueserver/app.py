@@ -157,7 +157,8 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
     default_host = f"{config.host}:{config.port}"
     requests = RequestTally()
     latencies = requests.by_action
-    metrics = Metrics(engine, requests, connections or ConnectionTally(), config.metrics_max_queues, replication)
+    metrics = Metrics(engine, requests, connections or ConnectionTally(), config.metrics_max_queues, replication,
+                      None if authenticator is None else lambda: authenticator.unreadable_policies)
     access_log = AccessLog() if config.access_log else None
 
     async def sqs(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any, send: Any,

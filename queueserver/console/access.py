@@ -79,6 +79,22 @@ class Access:
 
         return Viewer(key.arn, allows, key.account, caller)
 
+    def policy_unreadable(self, queue: Queue) -> bool:
+        """Whether the queue's stored Policy is one this server cannot evaluate (its page says so)."""
+        text = queue.attributes.get("Policy")
+        return bool(text) and self._authenticator is not None and not self._authenticator.policy_is_readable(text)
+
+    @staticmethod
+    def admitted(viewer: Viewer, way: str) -> bool:
+        """Whether the viewer passes the door's rule of a console page's server-wide part (auth/door.py)."""
+        if viewer.caller is None:  # credentials off: the console is the operator's
+            return True
+        try:
+            viewer.caller.admit_server(way)
+        except errors.AccessDenied:
+            return False
+        return True
+
     def visible_queue(self, viewer: Viewer, region: str, account: str, name: str) -> Queue | None:
         """The queue (or subscription) if it exists and the viewer may see it (GetQueueAttributes), else None."""
         arn = f"arn:aws:sqs:{region}:{account}:{name}"
