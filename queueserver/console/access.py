@@ -82,7 +82,9 @@ class Access:
     def policy_unreadable(self, queue: Queue) -> bool:
         """Whether the queue's stored Policy is one this server cannot evaluate (its page says so)."""
         text = queue.attributes.get("Policy")
-        return bool(text) and self._authenticator is not None and not self._authenticator.policy_is_readable(text)
+        if not text or self._authenticator is None:
+            return False
+        return not self._authenticator.policy_is_readable(text)
 
     @staticmethod
     def admitted(viewer: Viewer, way: str) -> bool:

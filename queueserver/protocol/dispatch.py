@@ -24,7 +24,7 @@ from queueserver.limits import REGION_NAME
 from queueserver.models import uuid4_string
 from queueserver.protocol import extension_actions, message_actions as m, queue_actions as q, redrive_actions as r
 from queueserver.protocol.codecs import Codec, HttpResponse, codec_for
-from queueserver.protocol.door import admit
+from queueserver.protocol.door import OPEN_DOORS, admit
 from queueserver.protocol.params import RequestContext
 from queueserver.storage import QueueEngine
 
@@ -168,7 +168,13 @@ class Dispatcher:
             if "QueueUrl" not in params and action != "GetQueueUrl":  # GetQueueUrl names its queue by name
                 self._queue_url_from_path(request, params)
             context = self._context(request, request_id, action, caller, query_credential)
-            admit(self._engine, context, params)  # the door: the action's whole rule, before its handler
+            # The door: the action's whole rule, before its handler (credentials off: its resolution alone).
+            if caller is not None:
+                admit(self._engine, context, params)
+            else:
+                door = OPEN_DOORS[action]
+                if door is not None:
+                    door(self._engine, context, params)
             result = await handler(self._engine, context, params)
             return codec.render(request_id, action, result)
         except errors.SQSError as error:

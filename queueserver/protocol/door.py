@@ -2,10 +2,11 @@
 
 `admit` resolves each resource the action's rule names (the QueueUrl's queue, a move task's source and
 destination, a RedrivePolicy's dead-letter target …), asks the principal about every IAM action the rule
-needs on each, and leaves the authorized queues on the request context (`ctx.queue`, `ctx.source`,
-`ctx.destination`) for the handler. A missing queue is judged as an existing one would be (its account's,
-no Policy), so a denied caller learns nothing. With credentials off there is no principal: the door only
-resolves what the handler uses, and asks nothing (the hot path pays one loop of one step).
+needs on each, and leaves the authorized queues on the request context for the handler (`ctx.queue`:
+the QueueUrl's queue or a move task's source; `ctx.destination`). A missing queue is judged as an
+existing one would be (its account's, no Policy), so a denied caller learns nothing. With credentials
+off there is no principal: an action's door (`OPEN_DOORS`) only resolves what its handler uses, and
+asks nothing; for an action on a QueueUrl's queue that is one call, as the hot path needs.
 """
 
 from __future__ import annotations
@@ -48,31 +49,46 @@ def _ask(principal: Principal, ctx: RequestContext, actions: tuple[str, ...], ar
 _URL_MEMBER = {ext.DELETE_SUBSCRIPTION_ACTION: "SubscriptionUrl"}
 
 
+def _open_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any], member: str = "QueueUrl") -> None:
+    """Credentials off: the queue the QueueUrl names, in one account; the request then acts in its region."""
+    url = p.get(member)
+    if url.__class__ is not str or not url:
+        url = params.string(p, member, required_=True) or ""  # raises the parameter's error
+    region, owner, name = params.queue_location(url, ctx)
+    ctx.region = region
+    if owner != ctx.account:  # one account when credentials are off: another's URL names no queue
+        raise errors.QueueDoesNotExist()
+    ctx.queue = engine.get_queue(region, owner, name)
+
+
 def _queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any], principal: Principal | None,
            actions: tuple[str, ...]) -> None:
     """The queue the QueueUrl names; the request then acts in that queue's region (URLs, ARNs, policies)."""
-    url = params.string(p, _URL_MEMBER.get(ctx.action, "QueueUrl"), required_=True)
-    assert url is not None
-    region, owner, name = params.queue_location(url, ctx)
+    member = _URL_MEMBER.get(ctx.action, "QueueUrl")
     if principal is None:
-        ctx.region = region
-        if owner != ctx.account:  # one account when credentials are off: another's URL names no queue
-            raise errors.QueueDoesNotExist()
-        ctx.queue = engine.get_queue(region, owner, name)
+        _open_queue(engine, ctx, p, member)
         return
-    principal.act_in(region)
+    url = p.get(member)
+    if url.__class__ is not str or not url:
+        url = params.string(p, member, required_=True) or ""
+    region, owner, name = params.queue_location(url, ctx)
+    if region != principal.region:
+        principal.act_in(region)
     ctx.region = region
     ctx.queue = _authorized(engine, ctx, principal, actions, owner, name)
 
 
 def _authorized(engine: QueueEngine, ctx: RequestContext, principal: Principal, actions: tuple[str, ...],
                 owner: str, name: str) -> Queue:
+    """The queue, once every action is allowed on it; a missing one is judged as its account's, no Policy."""
     try:
         queue: Queue | None = engine.get_queue(ctx.region, owner, name)
     except errors.QueueDoesNotExist:
         queue = None
-    _ask(principal, ctx, actions, f"arn:aws:sqs:{ctx.region}:{owner}:{name}", owner,
-         governing_policy(engine, queue, ctx.region, owner, name))
+    arn = f"arn:aws:sqs:{ctx.region}:{owner}:{name}"
+    policy = governing_policy(engine, queue, ctx.region, owner, name)
+    for iam_action in actions:
+        principal.authorize(ctx.action, iam_action, arn, owner, policy)
     if queue is None:
         raise errors.QueueDoesNotExist()
     return queue
@@ -139,7 +155,7 @@ def _source(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any], princip
         arn = source_arn_of(handle)
     else:
         arn = params.string(p, "SourceArn", required_=True) or ""
-    ctx.source = _queue_by_arn(engine, ctx, principal, actions, arn, "SourceArn")
+    ctx.queue = _queue_by_arn(engine, ctx, principal, actions, arn, "SourceArn")  # the queue a task acts on
 
 
 def _destination(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any], principal: Principal | None,
@@ -150,9 +166,9 @@ def _destination(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any], pr
     if arn:
         ctx.destination = _queue_by_arn(engine, ctx, principal, actions, arn, "DestinationArn")
         return
-    if principal is None or ctx.source is None:
+    if principal is None or ctx.queue is None:
         return
-    for queue in engine.dead_letter_sources(ctx.source)[0]:
+    for queue in engine.dead_letter_sources(ctx.queue)[0]:
         _may_send_back(engine, ctx, principal, actions, queue.arn)
 
     def return_check(origins: list[str]) -> None:
@@ -226,16 +242,39 @@ def _steps(action: str, asked: bool) -> tuple[Step, ...]:
     return tuple((resolver, actions, extras) for resolver, actions, extras in steps.values())
 
 
-OPEN_STEPS: dict[str, tuple[Step, ...]] = {action: _steps(action, asked=False) for action in SQS_RULES}
 ASKED_STEPS: dict[str, tuple[Step, ...]] = {action: _steps(action, asked=True) for action in SQS_RULES}
+Door = Callable[[QueueEngine, RequestContext, dict[str, Any]], None]
+
+
+def _open_door(action: str) -> Door | None:
+    """The door of an action with credentials off: resolve what its handler uses, ask nothing. An action on
+    the queue a QueueUrl names gets `_open_queue` itself: the hot path's one call."""
+    steps = _steps(action, asked=False)
+    if not steps:
+        return None
+    if len(steps) == 1 and steps[0][0] is _queue:
+        member = _URL_MEMBER.get(action)
+        if member is None:
+            return _open_queue
+        return lambda engine, ctx, p: _open_queue(engine, ctx, p, member)
+
+    def resolve(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> None:
+        for resolver, actions, _ in steps:
+            resolver(engine, ctx, p, None, actions)
+
+    return resolve
+
+
+OPEN_DOORS: dict[str, Door | None] = {action: _open_door(action) for action in SQS_RULES}
 
 
 def admit(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> None:
     """Resolve and authorize everything `ctx.action`'s rule names, or raise the error that refuses it."""
     principal = ctx.caller
     if principal is None:
-        for resolver, actions, _ in OPEN_STEPS[ctx.action]:
-            resolver(engine, ctx, p, None, actions)
+        door = OPEN_DOORS[ctx.action]
+        if door is not None:
+            door(engine, ctx, p)
         return
     for resolver, actions, extras in ASKED_STEPS[ctx.action]:
         for member, value, more in extras:

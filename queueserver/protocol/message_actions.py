@@ -106,7 +106,8 @@ def _sent(sent: Any) -> dict[str, Any]:
 
 
 def _sending_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> Queue:
-    queue = ctx.target
+    queue = ctx.queue  # resolved and authorized by the door
+    assert queue is not None
     if queue.subscribed_to is not None:
         raise errors.UnsupportedOperation(
             f"A subscription receives what is sent to its queue {queue.subscribed_to}; send there, not to it.")
@@ -175,7 +176,8 @@ def _rough_size(entry: dict[str, Any]) -> int:
 # -- receive ---------------------------------------------------------------------
 
 async def receive_message(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = ctx.target
+    queue = ctx.queue  # resolved and authorized by the door
+    assert queue is not None
     max_messages = params.integer(p, "MaxNumberOfMessages", 1, 1, limits.MAX_RECEIVE_MESSAGES,
                                   "Must be between 1 and 10, if provided.")
     visibility = params.integer(p, "VisibilityTimeout", queue.visibility_timeout, 0,
@@ -220,14 +222,16 @@ def _message(m: ReceivedMessage, system_names: AbstractSet[str], attribute_names
 # -- delete and change visibility -------------------------------------------------
 
 async def delete_message(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = ctx.target
+    queue = ctx.queue  # resolved and authorized by the door
+    assert queue is not None
     handle = params.string(p, "ReceiptHandle", required_=True)
     assert handle is not None
     return _only_outcome(await engine.delete_messages(queue, [handle]))
 
 
 async def delete_message_batch(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = ctx.target
+    queue = ctx.queue  # resolved and authorized by the door
+    assert queue is not None
     entries = _batch_entries(p, "DeleteMessageBatchRequestEntry")
     handles = [entry.get("ReceiptHandle") for entry in entries]
     failed_early: dict[str, errors.SQSError] = {}
@@ -247,7 +251,8 @@ def _receipt_handle(entry: dict[str, Any]) -> str:
 
 
 async def change_message_visibility(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = ctx.target
+    queue = ctx.queue  # resolved and authorized by the door
+    assert queue is not None
     handle = params.string(p, "ReceiptHandle", required_=True)
     timeout = params.integer(p, "VisibilityTimeout", None, 0, limits.MAX_VISIBILITY_TIMEOUT_SECONDS,
                              _VISIBILITY_REASON, required_=True)
@@ -264,7 +269,8 @@ def _only_outcome(outcomes: list[Any]) -> dict[str, Any]:
 
 
 async def change_message_visibility_batch(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = ctx.target
+    queue = ctx.queue  # resolved and authorized by the door
+    assert queue is not None
     entries = _batch_entries(p, "ChangeMessageVisibilityBatchRequestEntry")
     changes, failed_early = _parse_entries(entries, _visibility_change)
     outcomes = await engine.change_visibility(queue, changes) if changes else []

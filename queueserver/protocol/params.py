@@ -34,8 +34,7 @@ class RequestContext:
     action: str = ""
     receive: Receive | None = None  # the request's ASGI receive channel (a long poll watches it for a hang-up)
     # What the door resolved and authorized for the handler (protocol/door.py).
-    queue: Queue | None = None
-    source: Queue | None = None  # a move task's source
+    queue: Queue | None = None  # the QueueUrl's queue, or a move task's source
     destination: Queue | None = None  # a move task's DestinationArn
     return_check: Callable[[list[str]], None] | None = None  # a move task's origins: may messages go back there
 

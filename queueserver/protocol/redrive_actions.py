@@ -39,7 +39,7 @@ async def start_message_move_task(engine: QueueEngine, ctx: RequestContext, p: d
     """
     rate = params.integer(p, "MaxNumberOfMessagesPerSecond", None, 1, MAX_MOVE_RATE,
                           f"MaxNumberOfMessagesPerSecond must be between 1 and {MAX_MOVE_RATE}.")
-    source, destination = ctx.source, ctx.destination
+    source, destination = ctx.queue, ctx.destination
     if source is None:
         raise errors.InternalError()
     if not _sources_of(engine, ctx, source):
@@ -57,7 +57,7 @@ async def start_message_move_task(engine: QueueEngine, ctx: RequestContext, p: d
 async def list_message_move_tasks(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
     max_results = params.integer(p, "MaxResults", 1, 1, MAX_MOVE_TASKS_LISTED,
                                  f"MaxResults must be between 1 and {MAX_MOVE_TASKS_LISTED}.")
-    source = ctx.source
+    source = ctx.queue
     if source is None or max_results is None:
         raise errors.InternalError()
     results = []

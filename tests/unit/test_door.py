@@ -15,7 +15,7 @@ from queueserver.auth.door import (CONSOLE_ROUTE_DOORS, CONSOLE_RULES, DOOR, ROU
                                    reference_table, rule_of)
 from queueserver.console.actions import FORM_ACTIONS
 from queueserver.protocol.dispatch import ACTIONS
-from queueserver.protocol.door import ASKED_STEPS, OPEN_STEPS, RESOLVERS
+from queueserver.protocol.door import ASKED_STEPS, OPEN_DOORS, RESOLVERS
 
 PACKAGE = Path(__file__).resolve().parents[2] / "queueserver"
 
@@ -26,7 +26,7 @@ def test_every_action_the_dispatcher_runs_has_a_rule_and_every_rule_an_action() 
     for action, rule in SQS_RULES.items():
         assert rule.needs, f"{action} needs nothing: every action names what it needs"
         assert all(need.resource in RESOLVERS for need in rule.needs), action
-        assert action in ASKED_STEPS and action in OPEN_STEPS
+        assert action in ASKED_STEPS and action in OPEN_DOORS
 
 
 def test_every_console_form_runs_an_action_whose_rule_it_is() -> None:
