@@ -156,47 +156,9 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
             access_log.request(http_request.action, http_request.params, response.status, elapsed)
 
     endpoints = ServerEndpoints(engine, dispatcher, authenticator, guard, metrics, replication, default_host)
-    operations = endpoints.operations
     extras = Starlette(routes=[Route(CLOCK_PATH, endpoints.clock, methods=["GET", "POST"])])
     console = create_console(config, engine, guard, authenticator, replication) if config.console_enabled else None
-
-    async def operations_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
-                               send: Any, started: float) -> None:
-        await _send(send, await operations(scope, headers, verify=True))
-
-    async def clock_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
-                          send: Any, started: float) -> None:
-        if guard.refusal(headers):  # no web page may move the clock
-            await _send(send, HttpResponse(403, {"connection": "close"}, b"refused"))
-            return
-        await extras(scope, replay(body, receive), send)
-
-    async def console_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
-                            send: Any, started: float) -> None:
-        assert console is not None
-        await console(scope, replay(body, receive), send)
-
-    icon = HttpResponse(200, {"content-type": "image/x-icon", "cache-control": "max-age=86400"},
-                        files("queueserver.console").joinpath("static/favicon.ico").read_bytes())
-
-    async def favicon_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
-                            send: Any, started: float) -> None:
-        await _send(send, icon)
-
-    async def home_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
-                         send: Any, started: float) -> None:
-        """GET /: a browser's (no action, asks for HTML) is sent to the console; any other is an SQS request."""
-        if (console is not None and not scope.get("query_string") and "text/html" in headers.get("accept", "")
-                and guard.refusal(headers) is None):
-            await _send(send, HttpResponse(302, {"location": CONSOLE_PREFIX + "/", "cache-control": "no-store"}, b""))
-            return
-        await sqs(scope, headers, body, receive, send, started)
-
-    handlers: dict[str, Handler] = {"metrics": operations_route, "health": operations_route,
-                                    "ready": operations_route, "favicon": favicon_route, "home": home_route,
-                                    "clock": clock_route, "sqs": sqs}
-    if console is not None:
-        handlers["console"] = console_route
+    handlers = _route_handlers(endpoints, guard, extras, console, sqs)
     served = [rule for rule in ROUTES if rule.name in handlers]
     unhandled = {rule.name for rule in ROUTES} - set(handlers) - ({"console"} if console is None else set())
     if unhandled:
@@ -249,18 +211,21 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
         response.headers["connection"] = "close"
         return response
 
-    operations_limit = limits["metrics"]
-    operation_paths = frozenset(rule.path for rule in ROUTES if rule.name in _OPERATIONS)
+    return app, _metrics_listener(endpoints, limits["metrics"])
+
+
+def _metrics_listener(endpoints: ServerEndpoints, limit: int) -> ASGIApp:
+    """The metrics listener's app: GET /metrics, /health and /ready, unsigned; nothing else. Its bodies pass
+    the same door as the main listener's."""
+    paths = frozenset(rule.path for rule in ROUTES if rule.name in _OPERATIONS)
 
     async def metrics_listener(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """The metrics listener: GET /metrics, /health and /ready, unsigned; nothing else. Its bodies pass
-        the same door as the main listener's."""
         if scope["type"] != "http":
             return
         headers = headers_of(scope)
         try:
-            refuse_declared_oversize(headers, operations_limit)
-            body = await read_rest(receive, operations_limit, await receive())
+            refuse_declared_oversize(headers, limit)
+            body = await read_rest(receive, limit, await receive())
         except errors.RequestTooLarge as error:
             response = plain(413, error.message)
             response.headers["connection"] = "close"
@@ -268,9 +233,53 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
             return
         if body is None:  # the client went away
             return
-        if scope["method"] != "GET" or scope["path"] not in operation_paths:
+        if scope["method"] != "GET" or scope["path"] not in paths:
             await _send(send, plain(404, "The metrics listener serves GET /metrics, /health and /ready only."))
             return
-        await _send(send, await operations(scope, headers, verify=False))
+        await _send(send, await endpoints.operations(scope, headers, verify=False))
 
-    return app, metrics_listener
+    return metrics_listener
+
+
+def _route_handlers(endpoints: ServerEndpoints, guard: BrowserGuard, extras: Starlette, console: Starlette | None,
+                    sqs: Handler) -> dict[str, Handler]:
+    """The handler of each route of ROUTES (the console's only when it is on)."""
+
+    async def operations_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
+                               send: Any, started: float) -> None:
+        await _send(send, await endpoints.operations(scope, headers, verify=True))
+
+    async def clock_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
+                          send: Any, started: float) -> None:
+        if guard.refusal(headers):  # no web page may move the clock
+            await _send(send, HttpResponse(403, {"connection": "close"}, b"refused"))
+            return
+        await extras(scope, replay(body, receive), send)
+
+    async def console_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
+                            send: Any, started: float) -> None:
+        assert console is not None
+        await console(scope, replay(body, receive), send)
+
+    icon = HttpResponse(200, {"content-type": "image/x-icon", "cache-control": "max-age=86400"},
+                        files("queueserver.console").joinpath("static/favicon.ico").read_bytes())
+
+    async def favicon_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
+                            send: Any, started: float) -> None:
+        await _send(send, icon)
+
+    async def home_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
+                         send: Any, started: float) -> None:
+        """GET /: a browser's (no action, asks for HTML) is sent to the console; any other is an SQS request."""
+        if (console is not None and not scope.get("query_string") and "text/html" in headers.get("accept", "")
+                and guard.refusal(headers) is None):
+            await _send(send, HttpResponse(302, {"location": CONSOLE_PREFIX + "/", "cache-control": "no-store"}, b""))
+            return
+        await sqs(scope, headers, body, receive, send, started)
+
+    handlers: dict[str, Handler] = {"metrics": operations_route, "health": operations_route,
+                                    "ready": operations_route, "favicon": favicon_route, "home": home_route,
+                                    "clock": clock_route, "sqs": sqs}
+    if console is not None:
+        handlers["console"] = console_route
+    return handlers

@@ -112,6 +112,8 @@ def _new_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any], prin
                actions: tuple[str, ...]) -> None:
     name = params.string(p, "QueueName", required_=True)
     if principal is not None:
+        if ctx.region != principal.region:  # a console session creating in another region
+            principal.act_in(ctx.region)
         _ask(principal, ctx, actions, f"arn:aws:sqs:{ctx.region}:{ctx.account}:{name}", ctx.account, None)
 
 
