@@ -1,7 +1,8 @@
 """Who is calling, and may they do this: the two questions asked of every request with credentials on.
 
 `Authenticator.authenticate` checks the signature and returns the `Principal`; `Principal.authorize`
-decides one action on one queue as IAM and SQS decide it: an explicit Deny in the key's identity
+decides one IAM action on one resource, as the door (protocol/door.py) asks it for each need of the
+request's declared rule (auth/door.py), the way IAM and SQS decide it: an explicit Deny in the key's identity
 policy or the queue's policy wins; on its own account's queue a key may act unless its identity
 policy leaves the action out (and no queue policy statement names this very key); on another
 account's queue only where the queue's policy allows it (and the key's identity policy, if any,
