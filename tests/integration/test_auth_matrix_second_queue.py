@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from support.auth import SECOND_QUEUE_KEYS as KEYS, access_denied, credentials_toml, signed_call, signed_client
@@ -250,3 +251,27 @@ def test_a_redrive_policy_cannot_fill_a_queue_its_key_may_not_send_to(kit: Kit, 
                                          {"QueueUrl": url, "VisibilityTimeout": 0}))
     assert kit.count(secret) == 0 and kit.count(url) == 1
 
+
+
+def test_the_console_redrive_form_does_not_read_around_a_deny_of_receive_either(server: Server, kit: Kit) -> None:
+    n = next(kit._numbers)
+    dead, source = kit.dead_letters(f"dead-{n}", f"readable-{n}")
+    browser = Browser(server.endpoint)
+    assert browser.login("AKIDNOREAD", KEYS["AKIDNOREAD"]["secret_access_key"]) == (303, "/console/")
+    status, headers, _ = browser.request("POST", page(dead) + "/redrive",
+                                         {"csrf_token": browser.cookies["qs_console_csrf"]})
+    assert _outcome(status, headers) == "refused"
+    assert kit.count(dead) == 2 and kit.count(source) == 0
+
+
+def test_the_console_create_form_cannot_name_a_dead_letter_queue_its_key_may_not_send_to(
+        server: Server, kit: Kit) -> None:
+    n = next(kit._numbers)
+    secret = kit.queue(f"secret-dlq-{n}")
+    browser = Browser(server.endpoint)
+    assert browser.login("AKIDMINE", KEYS["AKIDMINE"]["secret_access_key"]) == (303, "/console/")
+    status, headers, _ = browser.request("POST", "/console/create", {
+        "csrf_token": browser.cookies["qs_console_csrf"], "name": f"mine-console-{n}",
+        "dead_letter_queue": secret.rsplit("/", 1)[1], "max_receive_count": "1"})
+    assert status == 303 and "AccessDenied" in unquote(headers.get("location", "")), (status, headers)
+    assert not kit.setup.list_queues(QueueNamePrefix=f"mine-console-{n}").get("QueueUrls")

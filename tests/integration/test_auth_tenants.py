@@ -66,6 +66,21 @@ def test_requested_region_is_the_region_of_the_queue_acted_on(auth_server: Serve
         QueueUrl=url, MessageBody="allowed in the queue's region")
 
 
+def test_a_console_session_acts_in_the_region_of_the_queue_it_shows(auth_server: Server) -> None:
+    europe = signed_client("json", auth_server.endpoint, "AKIDEUROPE", region="eu-west-1")
+    url = europe.create_queue(QueueName="regional-console")["QueueUrl"]
+    assert _error(lambda: signed_client("json", auth_server.endpoint, "AKIDEUROPE").create_queue(
+        QueueName="regional-console"))[:2] == ("AccessDenied", 403)  # us-east-1: outside its region
+    browser = _login(auth_server.endpoint, "AKIDEUROPE")
+    status, _, html = browser.request("GET", f"/console/queues/eu-west-1/{OWNER_ACCOUNT}/regional-console")
+    assert status == 200 and "regional-console" in html
+    status, headers, _ = browser.request("POST", f"/console/queues/eu-west-1/{OWNER_ACCOUNT}/regional-console/send",
+                                         {"csrf_token": browser.cookies["qs_console_csrf"], "body": "from the page"})
+    assert status == 303 and "notice=" in headers["location"], headers
+    counts = europe.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    assert counts["Attributes"]["ApproximateNumberOfMessages"] == "1"
+
+
 def test_ready_names_nothing_to_a_stranger_and_its_details_to_a_metrics_key(auth_server: Server) -> None:
     anonymous = send_raw(auth_server.endpoint + "/ready", "GET", None, {})
     assert anonymous.status == 200 and json.loads(anonymous.body) == {"status": "ready"}

@@ -94,6 +94,11 @@ KEYS: dict[str, dict[str, Any]] = {
     "AKIDOPS": {"secret_access_key": "ops-secret", "account_id": OPERATIONS_ACCOUNT, "name": "ops", "admin": True},
     "AKIDSCRAPER": {"secret_access_key": "scraper-secret", "account_id": OPERATIONS_ACCOUNT, "name": "scraper",
                     "policy": METRICS_POLICY},
+    # A key of the owner's account allowed everything, in eu-west-1 only (aws:RequestedRegion).
+    "AKIDEUROPE": {"secret_access_key": "europe-secret", "account_id": OWNER_ACCOUNT, "name": "europe",
+                   "policy": json.dumps({"Version": "2012-10-17", "Statement": [
+                       {"Effect": "Allow", "Action": "sqs:*", "Resource": "*",
+                        "Condition": {"StringEquals": {"aws:RequestedRegion": "eu-west-1"}}}]})},
 }
 # Every key a test signs with (the second-queue matrix's server has its own file).
 SIGNING_KEYS = {**KEYS, **SECOND_QUEUE_KEYS}
