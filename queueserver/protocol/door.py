@@ -24,6 +24,7 @@ from queueserver.client_text import json_document
 from queueserver.models import SUBSCRIPTION_SEPARATOR, Queue, parse_arn
 from queueserver.protocol import params
 from queueserver.protocol.params import RequestContext
+from queueserver.protocol.redrive_actions import move_rate, tasks_listed
 from queueserver.storage import QueueEngine
 
 Resolver = Callable[[QueueEngine, RequestContext, dict[str, Any], "Principal | None", tuple[str, ...]], None]
@@ -157,6 +158,11 @@ def _source(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any], princip
         arn = source_arn_of(handle)
     else:
         arn = params.string(p, "SourceArn", required_=True) or ""
+        if ctx.action == "StartMessageMoveTask":  # its members are checked before its queues are looked up
+            params.string(p, "DestinationArn")
+            move_rate(p)
+        else:
+            tasks_listed(p)
     ctx.queue = _queue_by_arn(engine, ctx, principal, actions, arn, "SourceArn")  # the queue a task acts on
 
 

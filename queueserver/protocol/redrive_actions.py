@@ -30,6 +30,18 @@ async def list_dead_letter_source_queues(engine: QueueEngine, ctx: RequestContex
                     max_results, params.string(p, "NextToken"), "queueUrls")
 
 
+def move_rate(p: dict[str, Any]) -> int | None:
+    """StartMessageMoveTask's MaxNumberOfMessagesPerSecond (checked before its queues are looked up)."""
+    return params.integer(p, "MaxNumberOfMessagesPerSecond", None, 1, MAX_MOVE_RATE,
+                          f"MaxNumberOfMessagesPerSecond must be between 1 and {MAX_MOVE_RATE}.")
+
+
+def tasks_listed(p: dict[str, Any]) -> int:
+    """ListMessageMoveTasks' MaxResults (checked before its queue is looked up)."""
+    return params.integer(p, "MaxResults", 1, 1, MAX_MOVE_TASKS_LISTED,
+                          f"MaxResults must be between 1 and {MAX_MOVE_TASKS_LISTED}.") or 1
+
+
 async def start_message_move_task(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
     """Move a dead-letter queue's messages to DestinationArn, or each back to the queue it came from.
 
@@ -37,8 +49,7 @@ async def start_message_move_task(engine: QueueEngine, ctx: RequestContext, p: d
     DeleteMessage, GetQueueAttributes) and SendMessage on each destination; `ctx.return_check` asks it of
     the queues the messages came from as the task starts.
     """
-    rate = params.integer(p, "MaxNumberOfMessagesPerSecond", None, 1, MAX_MOVE_RATE,
-                          f"MaxNumberOfMessagesPerSecond must be between 1 and {MAX_MOVE_RATE}.")
+    rate = move_rate(p)
     source, destination = ctx.queue, ctx.destination
     if source is None:
         raise errors.InternalError()
@@ -55,10 +66,9 @@ async def start_message_move_task(engine: QueueEngine, ctx: RequestContext, p: d
 
 
 async def list_message_move_tasks(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    max_results = params.integer(p, "MaxResults", 1, 1, MAX_MOVE_TASKS_LISTED,
-                                 f"MaxResults must be between 1 and {MAX_MOVE_TASKS_LISTED}.")
+    max_results = tasks_listed(p)
     source = ctx.queue
-    if source is None or max_results is None:
+    if source is None:
         raise errors.InternalError()
     results = []
     for task in await engine.list_move_tasks(source, max_results=max_results):
