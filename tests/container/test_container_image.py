@@ -7,9 +7,11 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import yaml
+
 from support.clients import json_client
 from support.containers import Podman, readme_container_lines
-from support.server import free_port, wait_for
+from support.server import REPO_ROOT, free_port, wait_for
 
 READY_S = 60
 README_PORT = "127.0.0.1:9324:9324"
@@ -113,3 +115,12 @@ def test_the_server_inside_runs_as_a_user_that_is_not_root_with_the_database_in_
     assert shown["Entrypoint"] == ["queueserver", "serve"]
     assert "QUEUESERVER_DB=/data/queueserver.db" in shown["Env"]
     assert "QUEUESERVER_HOST=0.0.0.0" in shown["Env"]
+
+
+def test_the_compose_file_serves_the_image_on_loopback_with_its_volume_and_its_own_health_check(
+        podman: Podman, image: str) -> None:
+    service = yaml.safe_load((REPO_ROOT / "compose.yaml").read_text())["services"]["queueserver"]
+    check = json.loads(podman.run("image", "inspect", image).stdout)[0]["Healthcheck"]
+    assert service["image"] == image and service["ports"] == ["127.0.0.1:9324:9324"]
+    assert service["volumes"] == ["queueserver-data:/data"]
+    assert service["healthcheck"]["test"] == check["Test"]
