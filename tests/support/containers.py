@@ -34,7 +34,8 @@ class Podman:
 
     def __init__(self, folder: Path) -> None:
         conf = folder / "containers.conf"
-        conf.write_text("[containers]\ndefault_ulimits = []\n")
+        # The runtime also here, for what runs containers without the command line: podman's API service.
+        conf.write_text('[containers]\ndefault_ulimits = []\n[engine]\nruntime = "runc"\n')
         self.env = {**os.environ, "CONTAINERS_CONF": str(conf)}
         self.containers: list[str] = []
         self.volumes: list[str] = []
