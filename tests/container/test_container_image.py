@@ -7,7 +7,9 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
+from botocore.exceptions import ClientError
 
 from support.clients import json_client
 from support.containers import Podman, readme_container_lines
@@ -124,3 +126,23 @@ def test_the_compose_file_serves_the_image_on_loopback_with_its_volume_and_its_o
     assert service["image"] == image and service["ports"] == ["127.0.0.1:9324:9324"]
     assert service["volumes"] == ["queueserver-data:/data"]
     assert service["healthcheck"]["test"] == check["Test"]
+
+
+def test_with_credentials_the_image_refuses_an_unknown_key_and_its_health_check_still_passes(
+        podman: Podman, image: str, tmp_path: Path) -> None:
+    keys = tmp_path / "keys.toml"
+    keys.write_text('[keys.AKIDCONTAINER]\nsecret_access_key = "container-secret"\naccount_id = "111111111111"\n')
+    keys.chmod(0o644)  # the image's user (uid 10001) reads it
+    name, port = podman.name("credentials"), free_port()
+    podman.run("run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:9324", "-v", f"{podman.name('data')}:/data",
+               "-v", f"{keys}:/etc/queueserver/keys.toml:ro", image, "--credentials", "/etc/queueserver/keys.toml")
+    _wait_ready(podman, name)
+    endpoint = f"http://127.0.0.1:{port}"
+    url = json_client(endpoint, aws_access_key_id="AKIDCONTAINER",
+                      aws_secret_access_key="container-secret").create_queue(QueueName="signed")["QueueUrl"]
+    assert url == f"{endpoint}/111111111111/signed"
+    with pytest.raises(ClientError) as refused:
+        json_client(endpoint, aws_access_key_id="AKIDNOBODY", aws_secret_access_key="x").list_queues()
+    assert refused.value.response["Error"]["Code"] == "InvalidClientTokenId"
+    assert podman.run("healthcheck", "run", name).returncode == 0  # /ready needs no signature
+    assert _stop_with_sigterm(podman, name) == 0
