@@ -41,6 +41,9 @@ def _plain(status: str, text: str) -> bytes:
 # Before a request is read its protocol is unknown, so these are plain HTTP (botocore retries a 503).
 TOO_MANY_CONNECTIONS = _plain("503 Service Unavailable", "Too many connections; try again.")
 HEAD_TOO_LARGE = _plain("431 Request Header Fields Too Large", "The request's headers are too large or too many.")
+# uvicorn hands an upgraded connection's transport to another protocol, whose end the gate never sees: a
+# request asking for any upgrade (WebSocket, h2c) is refused before it reaches the app.
+UPGRADE_REFUSED = _plain("400 Bad Request", "This server does not upgrade connections.")
 
 
 class RefusalLog:
@@ -80,7 +83,7 @@ class ConnectionGate:
         self.tally.open -= 1
 
 
-class _HeadTooLarge(Exception):
+class _RefusedHead(Exception):
     """Raised from a parser callback; httptools turns it into a parser error, which answers it."""
 
 
@@ -157,6 +160,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         name = name.lower()
         if name == b"expect" and value.lower() == b"100-continue":
             self.expect_100_continue = True
+        elif name == b"upgrade":
+            self._refuse(UPGRADE_REFUSED)
         headers.append((name, value))
 
     def send_400_response(self, msg: str) -> None:
@@ -167,10 +172,14 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self.transport.close()
 
     def _head_too_large(self) -> None:
-        self._refusal = HEAD_TOO_LARGE
         log.info("request refused: its head is over %d bytes or %d headers (431)",
                  self._limits.max_header_bytes, self._limits.max_headers)
-        raise _HeadTooLarge()
+        self._refuse(HEAD_TOO_LARGE)
+
+    def _refuse(self, answer: bytes) -> None:
+        """Stop parsing: uvicorn's parser-error path then calls send_400_response, which sends ANSWER."""
+        self._refusal = answer
+        raise _RefusedHead()
 
     def _arm(self, seconds: float, body: bool) -> None:
         self._disarm()

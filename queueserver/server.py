@@ -294,7 +294,7 @@ async def serve(config: ServerConfig) -> None:
         gc.set_threshold(10_000, 20, 20)
         uvicorn_config = uvicorn.Config(
             app, host=config.host, port=config.port, access_log=False, log_level="warning",
-            http=_protocols(config, gate, tls), loop="none",
+            http=_protocols(config, gate, tls), loop="none", ws="none",
             lifespan="off", timeout_graceful_shutdown=30, timeout_keep_alive=config.keep_alive_timeout,
             # Off unless configured: by default uvicorn believes X-Forwarded-For/-Proto from loopback, which
             # would let any local client choose its aws:SourceIp and aws:SecureTransport.
