@@ -236,3 +236,18 @@ class BrowsedMessage(StoredMessage):
 
     position: int  # its place in the queue; browsing resumes after it
     state: str  # "visible", "in_flight" or "delayed"
+
+
+def messages_within_answer(messages: list[Any]) -> int:
+    """How many of MESSAGES (StoredMessages or Deliveries), in order, one answer carries: those whose
+    bodies and attribute values fit in limits.MAX_ANSWER_BYTES, and the first whatever its size."""
+    total = 0
+    for count, message in enumerate(messages):
+        total += len(message.body)
+        attributes = getattr(message, "attributes", None)
+        if attributes:
+            total += sum(len(name) + sum(len(v) for v in value.values() if isinstance(v, (str, bytes)))
+                         for name, value in attributes.items())
+        if total > limits.MAX_ANSWER_BYTES and count:
+            return count
+    return len(messages)
