@@ -156,8 +156,8 @@ class Receiving:
             return None
         key = parse_arn(policy[0])
         target = self._queues.current(key) if key else None
-        if target is None:  # the dead-letter queue was deleted: deliver as usual
-            return None
+        if target is None or target.id == queue.id:  # deleted, or the queue itself (stored before that was
+            return None                                  # refused): deliver as usual
         return claims.DeadLetterTarget(target.id, policy[1], queue.arn, reset_retention=target.fifo)
 
 
