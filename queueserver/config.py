@@ -78,8 +78,8 @@ class ServerConfig:
     max_connections: int = setting(1000, "connections beyond it are answered 503 and closed at once", group=_LIMITS)
     # So that one client cannot take every slot; loopback clients are counted like any other.
     max_connections_per_address: int | None = setting(
-        None, "connections one client address may hold (the peer's address; a --trusted-proxy is not capped "
-              "itself); more are answered 503 and closed at once (default: half of --max-connections)",
+        None, "connections one client address may hold; more are answered 503 and closed at once. Behind a "
+              "--trusted-proxy, requests in progress per forwarded address (default: half of --max-connections)",
         group=_LIMITS)
     # An answer a client does not read holds its memory and its slot; this bounds both in time.
     write_timeout: float | None = setting(

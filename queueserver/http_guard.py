@@ -116,6 +116,40 @@ class ConnectionGate:
         return any(ip in network for network in self._uncapped)
 
 
+class ForwardedShare:
+    """The per-address share behind a trusted proxy: one proxy connection carries many clients' requests,
+    so there the requests in progress of each client address (the forwarded one, which uvicorn's proxy
+    headers put in the scope before this runs) are counted against --max-connections-per-address, and a
+    request beyond is answered 503. A client that connects directly never reaches it: it has no more
+    requests in progress than connections. Used only with --trusted-proxy (off the hot path otherwise)."""
+
+    def __init__(self, app: Any, gate: ConnectionGate) -> None:
+        self._app = app
+        self._gate = gate
+        self._in_progress: dict[str, int] = {}  # only addresses with a request in progress
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        client = scope.get("client")
+        if scope["type"] != "http" or not client:
+            await self._app(scope, receive, send)
+            return
+        address = client[0]
+        held = self._in_progress.get(address, 0)
+        if held >= self._gate.per_address:
+            self._gate.tally.refused_per_address += 1
+            await send({"type": "http.response.start", "status": 503, "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]})
+            await send({"type": "http.response.body", "body": b"Too many requests from your address; try again."})
+            return
+        self._in_progress[address] = held + 1
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            left = self._in_progress.pop(address) - 1
+            if left:
+                self._in_progress[address] = left
+
+
 def peer_address(transport: asyncio.BaseTransport) -> str | None:
     """The connection's peer IP address (None for a Unix socket)."""
     peer = transport.get_extra_info("peername")

@@ -26,7 +26,7 @@ from queueserver.config import ServerConfig
 from queueserver.errors import ConfigError, StartupError
 from queueserver.queue_setup import apply_queues
 from queueserver.replication import Replicator, replica
-from queueserver.http_guard import ConnectionGate, GuardedHttpProtocol, tls_protocol
+from queueserver.http_guard import ConnectionGate, ForwardedShare, GuardedHttpProtocol, tls_protocol
 from queueserver.logs import use_format
 from queueserver.storage import QueueEngine
 from queueserver.tallies import ConnectionTally
@@ -317,6 +317,8 @@ async def serve(config: ServerConfig) -> None:
         # and again (it took 3-4 % of the CPU under load).
         gc.freeze()
         gc.set_threshold(10_000, 20, 20)
+        if trusted_proxies:  # their clients share a connection: counted by forwarded address, request by request
+            app = ForwardedShare(app, gate)
         uvicorn_config = uvicorn.Config(
             app, host=config.host, port=config.port, access_log=False, log_level="warning",
             http=_protocols(config, gate, tls), loop="none", ws="none",

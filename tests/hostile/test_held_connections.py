@@ -145,3 +145,42 @@ def test_an_answer_over_its_byte_budget_carries_fewer_whole_messages_and_the_res
     attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
     assert (attributes["ApproximateNumberOfMessages"], attributes["ApproximateNumberOfMessagesNotVisible"]) == \
         ("0", "10")
+
+
+def _via_proxy(endpoint: str, client: str, action: str, members: dict[str, Any]) -> socket.socket:
+    """An SQS request as a proxy forwards it for CLIENT."""
+    sock = connect(endpoint)
+    body = json.dumps(members).encode()
+    sock.sendall(b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-amz-json-1.0\r\n"
+                 b"X-Amz-Target: AmazonSQS.%s\r\nX-Forwarded-For: %s\r\nContent-Length: %d\r\n\r\n%s"
+                 % (action.encode(), client.encode(), len(body), body))
+    return sock
+
+
+def _status(sock: socket.socket) -> int:
+    with sock:
+        sock.settimeout(10)
+        return status_of(sock.recv(65536))
+
+
+def test_behind_a_trusted_proxy_each_forwarded_address_has_its_share(server_factory, tmp_path):
+    """The proxy (loopback here) is not capped by its own address; its clients are, by the address it
+    forwards: with --max-connections-per-address 5, five long polls in progress from 10.0.0.1 are its share
+    (three more are refused, and so is a quick request), while 10.0.0.2 is served."""
+    server = server_factory(tmp_path / "proxied.db", "--test-clock", "--trusted-proxy", "127.0.0.1",
+                            "--max-connections-per-address", "5")
+    sqs = _sqs(server.endpoint)
+    queue_url = sqs.create_queue(QueueName="waited")["QueueUrl"]
+    sqs.close()
+    wait = {"QueueUrl": queue_url, "WaitTimeSeconds": 20}  # on the manual clock: until the test ends
+    polls = [_via_proxy(server.endpoint, "10.0.0.1", "ReceiveMessage", wait) for _ in range(8)]
+    try:
+        wait_for(lambda: sum(answered(s) for s in polls) == 3, "three of the eight to be refused", 10)
+        assert {status_of(s.recv(65536)) for s in polls if answered(s)} == {503}
+        listing = {"QueueUrl": queue_url, "AttributeNames": ["All"]}
+        assert _status(_via_proxy(server.endpoint, "10.0.0.1", "GetQueueAttributes", listing)) == 503
+        assert _status(_via_proxy(server.endpoint, "10.0.0.2", "GetQueueAttributes", listing)) == 200
+        assert scrape(server.endpoint).value("queueserver_connections_refused_per_address_total") == 4
+    finally:
+        for sock in polls:
+            sock.close()
