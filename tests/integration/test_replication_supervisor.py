@@ -12,6 +12,7 @@ from pathlib import Path
 
 from queueserver.replication import replica
 from queueserver.replication.supervisor import FOLDER_PREFIX, OWNER_FILE, Replicator
+from support.server import wait_for
 
 # Each run: a line of 1 MiB with no record in it, a 200 KiB line cut by a newline, then an error record;
 # then it stays (like Litestream) until it is stopped, writing a debug record a second.
@@ -39,11 +40,8 @@ def _stand_in(tmp_path: Path) -> str:
 
 
 async def _until(predicate, what: str) -> None:
-    for _ in range(1500):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
+    """support.server.wait_for on a thread: the event loop runs the supervisor meanwhile."""
+    await asyncio.to_thread(wait_for, predicate, what)
 
 
 def test_a_line_of_any_length_is_read_in_bounded_chunks_and_the_records_after_it_are_heard(tmp_path):
