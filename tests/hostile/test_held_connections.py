@@ -6,21 +6,27 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
+import urllib.request
 from typing import Any
 
 import boto3
 import pytest
 from botocore.config import Config
-from support.metrics import metrics_address, scrape
+from support.metrics import Scrape, metrics_address, scrape
 from support.net import address, answered, connect, memory_kib, read_until_closed, status_of
 from support.server import wait_for
 
 pytestmark = pytest.mark.server_process
 
 
-def _open_connections(endpoint: str) -> float:
+def _open_connections(endpoint: str, ca: Any = None) -> float:
     """Connections open now, the scrape's own included."""
-    return scrape(endpoint).value("queueserver_connections_open")
+    if ca is None:
+        return scrape(endpoint).value("queueserver_connections_open")
+    context = ssl.create_default_context(cafile=str(ca))
+    with urllib.request.urlopen(endpoint + "/metrics", context=context, timeout=10) as answer:
+        return Scrape(answer.read().decode()).value("queueserver_connections_open")
 
 
 UPGRADE = (b"GET /anything HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
@@ -43,6 +49,23 @@ def test_an_upgrade_request_is_refused_at_the_door_and_its_slot_comes_back(serve
     wait_for(lambda: _open_connections(server.endpoint) == 1, "the upgrades' slots to come back", 10)
     assert _open_connections(metrics_address(server)) == 1
     assert "Unsupported upgrade" not in server.stderr_text()
+
+
+def test_an_upgrade_request_over_tls_is_refused_and_its_slot_comes_back(server_factory, tmp_path):
+    from support.auth import make_test_ca
+
+    ca, cert, key = make_test_ca(tmp_path)
+    limit = 5
+    server = server_factory(tmp_path / "upgrade-tls.db", "--tls-cert", str(cert), "--tls-key", str(key),
+                            "--max-connections", str(limit))
+    context = ssl.create_default_context(cafile=str(ca))
+    for _ in range(3 * limit):
+        with context.wrap_socket(connect(server.endpoint), server_hostname="127.0.0.1") as sock:
+            sock.sendall(UPGRADE)
+            response = read_until_closed(sock)
+        assert status_of(response) == 400, response[:300]
+    wait_for(lambda: _open_connections(server.endpoint, ca) == 1,
+             "the upgrades' slots to come back", 10)
 
 
 def _sqs(endpoint: str) -> Any:
