@@ -241,13 +241,16 @@ class BrowsedMessage(StoredMessage):
 def messages_within_answer(messages: list[Any]) -> int:
     """How many of MESSAGES (StoredMessages or Deliveries), in order, one answer carries: those whose
     bodies and attribute values fit in limits.MAX_ANSWER_BYTES, and the first whatever its size."""
+    count = len(messages)
+    if count * limits.MAX_MESSAGE_SIZE <= limits.MAX_ANSWER_BYTES:  # eight or fewer: they fit whatever they hold
+        return count
+    with_attributes = isinstance(messages[0], StoredMessage)  # a Delivery has none
     total = 0
-    for count, message in enumerate(messages):
+    for kept, message in enumerate(messages):
         total += len(message.body)
-        attributes = getattr(message, "attributes", None)
-        if attributes:
+        if with_attributes and message.attributes:
             total += sum(len(name) + sum(len(v) for v in value.values() if isinstance(v, (str, bytes)))
-                         for name, value in attributes.items())
-        if total > limits.MAX_ANSWER_BYTES and count:
-            return count
-    return len(messages)
+                         for name, value in message.attributes.items())
+        if total > limits.MAX_ANSWER_BYTES and kept:
+            return kept
+    return count
