@@ -108,11 +108,17 @@ def create_private(path: str) -> int:
 def sync_folder(path: str) -> None:
     """fsync the folder holding PATH, so that the files created in it (their names) are durable. The
     server syncs the log itself (fdatasync of the -wal), which never syncs the folder."""
-    descriptor = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    folder = os.path.dirname(os.path.abspath(path))
     try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+    except OSError as exc:
+        if exc.errno in (errno.EINVAL, errno.ENOTSUP):  # a filesystem without folder syncs: nothing to make durable
+            return
+        raise StartupError(f"its folder {folder} could not be synced to disk ({exc.strerror})") from exc
 
 
 def make_private(path: str) -> None:
