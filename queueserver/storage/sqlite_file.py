@@ -58,7 +58,6 @@ def open_file(path: str, prepare: Callable[[sqlite3.Connection], object]) -> tup
             f"so the database was deleted; restore it from a copy made with `queueserver backup`, or remove "
             f"{path}-wal and {path}-shm to start with an empty store")
     lock = lock_file(path)
-    make_private(path)  # a database served is never readable by others
     try:
         if os.statvfs(os.path.dirname(os.path.abspath(path))).f_flag & os.ST_RDONLY:
             raise sqlite3.OperationalError("attempt to write a readonly database (read-only file system)")
@@ -68,6 +67,8 @@ def open_file(path: str, prepare: Callable[[sqlite3.Connection], object]) -> tup
             _probe_write(conn)
             # The file and its -wal now exist (the probe wrote): their names must outlive a power cut too.
             sync_folder(path)
+            # A database served is never readable by others; said only once it opened (a refusal stays one line).
+            make_private(path)
         except BaseException:
             conn.close()
             raise
@@ -127,7 +128,7 @@ def make_private(path: str) -> None:
     for name in (path, f"{path}-wal", f"{path}-shm"):
         try:
             mode = os.stat(name).st_mode & 0o777
-        except FileNotFoundError:
+        except OSError:  # not there (no -shm yet), or not ours to look at: the open said what matters
             continue
         if not mode & 0o077:
             continue
