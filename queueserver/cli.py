@@ -95,20 +95,28 @@ def _restore(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from queueserver import replication
-    from queueserver.storage.sqlite_file import lock_file
+    from queueserver.storage.sqlite_file import lock_file, make_private, sync_folder
 
+    if os.path.islink(args.db):  # even a dangling one: the restore would land wherever it points
+        raise StartupError(f"{args.db} is a symbolic link: restore creates a new file at a path that is not one")
     path = os.path.realpath(args.db)
     target = replication.replica(args.source, args.replica_endpoint, args.replica_key,
                                  host_key_path=args.replica_host_key)
     program = replication.binary()
     for leftover in (path, f"{path}-wal", f"{path}-shm"):
-        if os.path.exists(leftover):
+        if os.path.lexists(leftover):
             if leftover == path:
                 lock_file(path).close()  # a live database: "another queueserver is already serving" it
             raise StartupError(f"{leftover} exists: restore never overwrites a database; choose a new path "
                                "or move the old files away")
-    with tempfile.TemporaryDirectory(prefix="queueserver-restore-") as folder:
-        replication.restore(program, replication.write_config(Path(folder), path, target), path)
+    private = os.umask(0o077)  # Litestream creates the files: readable by this user alone, whatever its umask
+    try:
+        with tempfile.TemporaryDirectory(prefix="queueserver-restore-") as folder:
+            replication.restore(program, replication.write_config(Path(folder), path, target), path)
+    finally:
+        os.umask(private)
+    make_private(path)
+    sync_folder(path)
     print(f"restored {path} from {replication.public_url(target.url)}")
 
 

@@ -76,6 +76,15 @@ class ServerConfig:
     keep_alive_timeout: float = setting(5.0, "seconds an idle connection is kept open between requests",
                                         group=_LIMITS)
     max_connections: int = setting(1000, "connections beyond it are answered 503 and closed at once", group=_LIMITS)
+    # So that one client cannot take every slot; loopback clients are counted like any other.
+    max_connections_per_address: int | None = setting(
+        None, "connections one client address may hold; more are answered 503 and closed at once. Behind a "
+              "--trusted-proxy, requests in progress per forwarded address (default: half of --max-connections)",
+        group=_LIMITS)
+    # An answer a client does not read holds its memory and its slot; this bounds both in time.
+    write_timeout: float | None = setting(
+        None, "seconds an answer may wait to be read by its client before its connection is closed and its "
+              "memory freed (default: three times --body-timeout)", group=_LIMITS)
     # Each subscription is a receiver every send reaches (docs: Subscriptions).
     max_subscriptions: int = setting(MAX_SUBSCRIPTIONS, "subscriptions one queue may have; one more gets OverLimit",
                                      group=_LIMITS)
@@ -141,6 +150,18 @@ class ServerConfig:
         if not separator or not host or not port.isdigit() or int(port) > 65535:
             raise ConfigError(f"metrics_listen: expected HOST:PORT, got {self.metrics_listen!r}")
         return host, int(port)
+
+    @property
+    def connections_per_address(self) -> int:
+        """--max-connections-per-address, or half of --max-connections."""
+        if self.max_connections_per_address is not None:
+            return self.max_connections_per_address
+        return max(1, self.max_connections // 2)
+
+    @property
+    def write_deadline(self) -> float:
+        """--write-timeout, or three times --body-timeout."""
+        return self.write_timeout if self.write_timeout is not None else 3 * self.body_timeout
 
     @property
     def console_enabled(self) -> bool:

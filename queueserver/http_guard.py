@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ipaddress
 import logging
 import ssl
 from asyncio import sslproto
-from typing import Any
+from typing import Any, Iterable
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -41,6 +42,12 @@ def _plain(status: str, text: str) -> bytes:
 # Before a request is read its protocol is unknown, so these are plain HTTP (botocore retries a 503).
 TOO_MANY_CONNECTIONS = _plain("503 Service Unavailable", "Too many connections; try again.")
 HEAD_TOO_LARGE = _plain("431 Request Header Fields Too Large", "The request's headers are too large or too many.")
+# The bytes a connection's transport buffers before its writer waits (asyncio's default): what an
+# unread connection holds beyond the one answer being written.
+WRITE_HIGH_WATER = 64 * 1024
+# uvicorn hands an upgraded connection's transport to another protocol, whose end the gate never sees: a
+# request asking for any upgrade (WebSocket, h2c) is refused before it reaches the app.
+UPGRADE_REFUSED = _plain("400 Bad Request", "This server does not upgrade connections.")
 
 
 class RefusalLog:
@@ -50,37 +57,106 @@ class RefusalLog:
         self._refused = 0
         self._logged_at = float("-inf")
 
-    def refused(self, loop: asyncio.AbstractEventLoop, limit: int) -> None:
+    def refused(self, loop: asyncio.AbstractEventLoop, why: str) -> None:
         self._refused += 1
         if loop.time() - self._logged_at >= 60:
-            log.warning("%d connection(s) refused: %d are open, the limit (--max-connections)",
-                        self._refused, limit)
+            log.warning("%d connection(s) refused: %s", self._refused, why)
             self._refused = 0
             self._logged_at = loop.time()
 
 
 class ConnectionGate:
-    """The connections of every listener, counted from their accept: beyond `limit`, a new one is
-    refused (counted, and logged at most once a minute)."""
+    """The connections of every listener, counted from their accept: beyond `limit` in all, or
+    `per_address` from one peer address, a new one is refused (counted, and logged at most once a
+    minute). A trusted proxy's own address is not capped: its clients are behind it."""
 
-    def __init__(self, limit: int, tally: ConnectionTally) -> None:
+    def __init__(self, limit: int, tally: ConnectionTally, per_address: int | None = None,
+                 trusted_proxies: Iterable[str] = ()) -> None:
         self.limit = limit
+        self.per_address = per_address if per_address is not None else limit
         self.tally = tally
+        self._by_address: dict[str, int] = {}  # only addresses with a connection open: at most `limit` keys
+        self._uncapped = tuple(ipaddress.ip_network(proxy, strict=False) for proxy in trusted_proxies)
         self._refusals = RefusalLog()
 
-    def admit(self, loop: asyncio.AbstractEventLoop) -> bool:
-        if self.tally.open >= self.limit:
-            self.tally.refused += 1
-            self._refusals.refused(loop, self.limit)
+    def admit(self, loop: asyncio.AbstractEventLoop, address: str | None) -> bool:
+        """Count a new connection from ADDRESS in (True) or refuse it (False); a True is paired
+        with one `release(address)`."""
+        tally = self.tally
+        if tally.open >= self.limit:
+            tally.refused += 1
+            self._refusals.refused(loop, f"{tally.open} are open, the limit (--max-connections)")
             return False
-        self.tally.open += 1
+        if address is not None:
+            held = self._by_address.get(address, 0)
+            if held >= self.per_address and not self._is_trusted_proxy(address):
+                tally.refused += 1
+                tally.refused_per_address += 1
+                self._refusals.refused(loop, f"{held} are open from {address}, the limit "
+                                             "(--max-connections-per-address)")
+                return False
+            self._by_address[address] = held + 1
+        tally.open += 1
         return True
 
-    def release(self) -> None:
+    def release(self, address: str | None) -> None:
         self.tally.open -= 1
+        if address is not None:
+            held = self._by_address.pop(address) - 1
+            if held:
+                self._by_address[address] = held
+
+    def _is_trusted_proxy(self, address: str) -> bool:
+        if not self._uncapped:
+            return False
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in network for network in self._uncapped)
 
 
-class _HeadTooLarge(Exception):
+class ForwardedShare:
+    """The per-address share behind a trusted proxy: one proxy connection carries many clients' requests,
+    so there the requests in progress of each client address (the forwarded one, which uvicorn's proxy
+    headers put in the scope before this runs) are counted against --max-connections-per-address, and a
+    request beyond is answered 503. A client that connects directly never reaches it: it has no more
+    requests in progress than connections. Used only with --trusted-proxy (off the hot path otherwise)."""
+
+    def __init__(self, app: Any, gate: ConnectionGate) -> None:
+        self._app = app
+        self._gate = gate
+        self._in_progress: dict[str, int] = {}  # only addresses with a request in progress
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        client = scope.get("client")
+        if scope["type"] != "http" or not client:
+            await self._app(scope, receive, send)
+            return
+        address = client[0]
+        held = self._in_progress.get(address, 0)
+        if held >= self._gate.per_address:
+            self._gate.tally.refused_per_address += 1
+            await send({"type": "http.response.start", "status": 503, "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]})
+            await send({"type": "http.response.body", "body": b"Too many requests from your address; try again."})
+            return
+        self._in_progress[address] = held + 1
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            left = self._in_progress.pop(address) - 1
+            if left:
+                self._in_progress[address] = left
+
+
+def peer_address(transport: asyncio.BaseTransport) -> str | None:
+    """The connection's peer IP address (None for a Unix socket)."""
+    peer = transport.get_extra_info("peername")
+    return peer[0] if isinstance(peer, tuple) and peer else None
+
+
+class _RefusedHead(Exception):
     """Raised from a parser callback; httptools turns it into a parser error, which answers it."""
 
 
@@ -101,29 +177,36 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._gate = gate
         self._under_tls = under_tls  # then the TLS protocol below passed the gate
         self._admitted = False
+        self._address: str | None = None
         self.accepted_at = self.loop.time()  # built at the accept, by the listener's protocol factory
         self._deadline: asyncio.TimerHandle | None = None
         self._deadline_is_body = False
+        self._write_deadline: asyncio.TimerHandle | None = None
         self._head_bytes = 0  # the current head's url and headers so far (reset at its first header)
         self._refusal: bytes | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if not self._under_tls:
-            if not self._gate.admit(self.loop):
+            self._address = peer_address(transport)
+            if not self._gate.admit(self.loop, self._address):
                 self.transport = transport  # connection_lost closes it again
                 transport.write(TOO_MANY_CONNECTIONS)
                 transport.close()
                 return
             self._admitted = True
         super().connection_made(transport)
+        # Writing pauses above the high-water mark and resumes only once everything is sent: the
+        # write deadline then runs from the first moment an answer is not taken to its last byte.
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=0)
         # The first head's deadline counts from the accept (under TLS, the handshake came first).
         self._arm(self._limits.header_timeout - (self.loop.time() - self.accepted_at), body=False)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._disarm_write()
         if self._admitted:
             self._admitted = False
-            self._gate.release()
+            self._gate.release(self._address)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -157,6 +240,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         name = name.lower()
         if name == b"expect" and value.lower() == b"100-continue":
             self.expect_100_continue = True
+        elif name == b"upgrade":
+            self._refuse(UPGRADE_REFUSED)
         headers.append((name, value))
 
     def send_400_response(self, msg: str) -> None:
@@ -167,10 +252,14 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self.transport.close()
 
     def _head_too_large(self) -> None:
-        self._refusal = HEAD_TOO_LARGE
         log.info("request refused: its head is over %d bytes or %d headers (431)",
                  self._limits.max_header_bytes, self._limits.max_headers)
-        raise _HeadTooLarge()
+        self._refuse(HEAD_TOO_LARGE)
+
+    def _refuse(self, answer: bytes) -> None:
+        """Stop parsing: uvicorn's parser-error path then calls send_400_response, which sends ANSWER."""
+        self._refusal = answer
+        raise _RefusedHead()
 
     def _arm(self, seconds: float, body: bool) -> None:
         self._disarm()
@@ -190,6 +279,38 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         log.debug("connection closed: the request's %s did not arrive in time", what)  # a flood must not flood the log
         self.transport.close()
 
+    # The write deadline: an answer the client does not read (the transport's buffer above its
+    # high-water mark, or anything left unsent once the connection is closing) ends the connection
+    # after `write_deadline`, aborted so that its buffer is freed at once. Nothing here runs for an
+    # answer that the socket takes whole, which is nearly all of them.
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._arm_write()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._disarm_write()
+
+    def closed_unsent(self) -> None:
+        """Called by the transport when it is closed with bytes unsent: close() waits for the client to
+        read them, and that wait has the write deadline too."""
+        self._arm_write()
+
+    def _arm_write(self) -> None:
+        if self._write_deadline is None:
+            self._write_deadline = self.loop.call_later(self._limits.write_deadline, self._write_expired)
+
+    def _disarm_write(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+
+    def _write_expired(self) -> None:
+        self._write_deadline = None
+        self._gate.tally.unread_closed += 1
+        log.debug("connection closed: its client did not read the answer in time (--write-timeout)")
+        self.transport.abort()
+
 
 class _TlsGate:
     """Mixed into the loop's TLS protocol: the connection meets the gate at its accept, before the
@@ -197,9 +318,11 @@ class _TlsGate:
 
     _gate: ConnectionGate
     _admitted: bool = False
+    _address: str | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:
-        if not self._gate.admit(asyncio.get_running_loop()):
+        self._address = peer_address(transport)
+        if not self._gate.admit(asyncio.get_running_loop(), self._address):
             transport.abort()
             return
         self._admitted = True
@@ -209,7 +332,7 @@ class _TlsGate:
         if not self._admitted:  # refused: nothing of TLS or HTTP began
             return
         self._admitted = False
-        self._gate.release()
+        self._gate.release(self._address)
         super().connection_lost(exc)  # type: ignore[misc]
 
 

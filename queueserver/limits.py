@@ -21,6 +21,10 @@ MAX_POLICY_ACTIONS = 7
 MAX_POLICY_BYTES = 8_192  # SQS's policy quota; also caps RedrivePolicy and RedriveAllowPolicy
 MAX_ATTRIBUTE_VALUE_LENGTH = 2_048  # stated here (KMS's KeyId maximum), for the other free-text attributes
 MAX_LIST_RESULTS = 1_000
+# What one answer's messages may carry (bodies and attribute values): a receive or browse that would carry
+# more answers fewer messages, never part of one, and its first message whole whatever its size. This
+# bounds the memory an answer its client does not read holds (SQS too may answer fewer than asked).
+MAX_ANSWER_BYTES = 8 * 1_048_576
 COOLDOWN_MS = 60_000  # QueueDeletedRecently and PurgeQueueInProgress
 
 DEFAULT_VISIBILITY_TIMEOUT = 30

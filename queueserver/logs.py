@@ -46,7 +46,7 @@ class AccessLog:
         self._log.setLevel(logging.INFO)  # asked for explicitly: shown whatever --log-level says
 
     def request(self, action: str, params: dict[str, Any] | None, status: int, seconds: float) -> None:
-        queue = _queue_name(params)
+        action, queue = printable(action), printable(_queue_name(params))  # both may be the client's words
         duration_ms = round(seconds * 1000, 3)
         self._log.info("%s %s %d %.3fms", action, queue, status, duration_ms,
                        extra={"action": action, "queue": queue, "status": status, "duration_ms": duration_ms})
@@ -61,3 +61,12 @@ def _queue_name(params: dict[str, Any] | None) -> str:
         return url.rstrip("/").rpartition("/")[2] or "-"
     name = params.get("QueueName")
     return name if isinstance(name, str) and name else "-"
+
+
+def printable(text: str) -> str:
+    """TEXT with every character that is not printable (control characters, line and paragraph
+    separators, format characters) written as a Python escape: a client's newline in a queue URL
+    must not start a forged line of the log, in text or in a JSON field a shipper splits on it."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)

@@ -61,7 +61,7 @@ class _Snapshot:
     other_move_tasks: tuple[int, int, int]  # tasks, moved, to move
     file_sizes: tuple[int, int]
     open_long_polls: int
-    connections: tuple[int, int]  # open, refused
+    connections: tuple[int, int, int, int]  # open, refused, of those for their address, closed unread
     problems: list[str] = field(default_factory=list)
     replication: ReplicationReport | None = None
 
@@ -167,7 +167,8 @@ class Metrics:
             move_tasks, other_move_tasks = [], (0, 0, 0)
         return _Snapshot(now_ms, listed, counts, others_after, others_counts, move_tasks, other_move_tasks,
                          self._observe.file_sizes(), self._observe.open_long_polls(),
-                         (self._connections.open, self._connections.refused), self._observe.known_problems(),
+                         (self._connections.open, self._connections.refused,
+                          self._connections.refused_per_address, self._connections.unread_closed), self._observe.known_problems(),
                          None if self._replication is None else self._replication())
 
     def _families(self, snapshot: _Snapshot, tallies: dict[int, QueueTally],
@@ -176,11 +177,17 @@ class Metrics:
         copied (dict.copy() and list() are steps the GIL keeps whole) before it is walked."""
         yield from self._queue_families(snapshot, tallies)
         yield from _request_families(list(requests.by_action.items()))
-        opened, refused = snapshot.connections
+        opened, refused, refused_per_address, unread_closed = snapshot.connections
         yield GaugeMetricFamily("queueserver_connections_open", "Connections open, on every listener, from their "
                                 "accept (a TLS one before its handshake).", value=opened)
         yield CounterMetricFamily("queueserver_connections_refused", "Connections refused at once because "
-                                  "--max-connections were open.", value=refused)
+                                  "--max-connections were open, or --max-connections-per-address from their address.",
+                                  value=refused)
+        yield CounterMetricFamily("queueserver_connections_refused_per_address", "Connections refused at once "
+                                  "because --max-connections-per-address were open from their address.",
+                                  value=refused_per_address)
+        yield CounterMetricFamily("queueserver_connections_unread_closed", "Connections closed because their "
+                                  "client did not read an answer within --write-timeout.", value=unread_closed)
         if self._unreadable_policies is not None:
             yield GaugeMetricFamily("queueserver_unreadable_policies", "Stored queue policies this server cannot "
                                     "evaluate (found since the start): each denies every other account.",

@@ -8,6 +8,7 @@ object.__setattr__ per field) and a batch makes dozens of them.
 from __future__ import annotations
 
 import json
+import operator
 import random
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -236,3 +237,26 @@ class BrowsedMessage(StoredMessage):
 
     position: int  # its place in the queue; browsing resumes after it
     state: str  # "visible", "in_flight" or "delayed"
+
+
+_BODY = operator.attrgetter("body")
+
+
+def messages_within_answer(messages: list[Any]) -> int:
+    """How many of MESSAGES (StoredMessages or Deliveries), in order, one answer carries: those whose
+    bodies and attribute values fit in limits.MAX_ANSWER_BYTES, and the first whatever its size."""
+    count = len(messages)
+    if count * limits.MAX_MESSAGE_SIZE <= limits.MAX_ANSWER_BYTES:  # eight or fewer: they fit whatever they hold
+        return count
+    with_attributes = isinstance(messages[0], StoredMessage)  # a Delivery has none
+    if not with_attributes and sum(map(len, map(_BODY, messages))) <= limits.MAX_ANSWER_BYTES:
+        return count  # the common case, summed without a Python step per message
+    total = 0
+    for kept, message in enumerate(messages):
+        total += len(message.body)
+        if with_attributes and message.attributes:
+            total += sum(len(name) + sum(len(v) for v in value.values() if isinstance(v, (str, bytes)))
+                         for name, value in message.attributes.items())
+        if total > limits.MAX_ANSWER_BYTES and kept:
+            return kept
+    return count

@@ -80,11 +80,13 @@ class StorageTally:
 class ConnectionTally:
     """Connections of every listener, counted from their accept (http_guard.ConnectionGate)."""
 
-    __slots__ = ("open", "refused")
+    __slots__ = ("open", "refused", "refused_per_address", "unread_closed")
 
     def __init__(self) -> None:
         self.open = 0
-        self.refused = 0  # refused at once: --max-connections were open
+        self.refused = 0  # refused at once: --max-connections were open, or as many from the same address
+        self.refused_per_address = 0  # of those, refused for their address's share
+        self.unread_closed = 0  # closed at the write deadline: their client did not read the answer
 
 
 class RequestTally:

@@ -16,7 +16,7 @@ from typing import Any
 from queueserver import errors
 from queueserver.client_text import whole_number
 from queueserver.extensions import MAX_BROWSE
-from queueserver.models import SUBSCRIPTION_SEPARATOR, BrowsedMessage, Queue
+from queueserver.models import SUBSCRIPTION_SEPARATOR, BrowsedMessage, Queue, messages_within_answer
 from queueserver.protocol import messages, params
 from queueserver.protocol.params import RequestContext
 from queueserver.protocol.queue_actions import valid_queue_name
@@ -38,9 +38,10 @@ async def browse_messages(engine: QueueEngine, ctx: RequestContext, p: dict[str,
     attribute_names = params.string_list(p, "MessageAttributeNames") if "MessageAttributeNames" in p else ["All"]
     assert limit is not None
     browsed = await engine.browse_messages(queue, after=after, limit=limit)
-    result: dict[str, Any] = {"Messages": [_message(m, attribute_names) for m in browsed]}
-    if len(browsed) == limit:
-        result["NextToken"] = str(browsed[-1].position)
+    kept = messages_within_answer(browsed)  # a page of large messages ends early: the next one has the rest
+    result: dict[str, Any] = {"Messages": [_message(m, attribute_names) for m in browsed[:kept]]}
+    if len(browsed) == limit or kept < len(browsed):
+        result["NextToken"] = str(browsed[kept - 1].position)
     return result
 
 

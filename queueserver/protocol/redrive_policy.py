@@ -53,9 +53,14 @@ def check_redrive_policy(engine: QueueEngine, ctx: RequestContext, source_name: 
     target = engine.find_queue_by_arn(target_arn)
     if location is None or location[:2] != (ctx.region, ctx.account) or target is None:
         raise _invalid("RedrivePolicy", value, "Dead letter target does not exist.")
+    source_arn = f"arn:aws:sqs:{ctx.region}:{ctx.account}:{source_name}"
+    if target_arn == source_arn:
+        # AWS's answer is not recorded. A queue cannot be its own dead-letter queue (a message past
+        # maxReceiveCount would be moved to where it is): refused as SQS refuses every other RedrivePolicy
+        # it cannot use, with the modeled InvalidAttributeValue (docs: Differences from AWS).
+        raise _invalid("RedrivePolicy", value, "A queue cannot be its own dead-letter queue.")
     if target.fifo != source_fifo:
         raise _invalid("RedrivePolicy", value, "Dead-letter queue must be same type of queue as the source.")
-    source_arn = f"arn:aws:sqs:{ctx.region}:{ctx.account}:{source_name}"
     if not allows_source(target, source_arn):
         raise _invalid("RedrivePolicy", value,
                        f"Queue {target_arn} does not allow {source_arn} to use it as a dead-letter queue.")

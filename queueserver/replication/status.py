@@ -35,12 +35,14 @@ class ReplicationReport:
     restarts: int
     errors: int
     last_error: tuple[float, str] | None  # (epoch seconds, what Litestream or the supervisor said)
+    supervisor_failures: int = 0  # times the supervisor itself failed and was started again
 
     def as_dict(self) -> dict[str, Any]:
         return {"replica": self.replica, "running": self.running, "lag_seconds": self.lag_seconds,
                 "transactions_behind": self.transactions_behind, "restarts": self.restarts,
                 "errors": self.errors, "last_error": None if self.last_error is None else {
-                    "at": self.last_error[0], "message": self.last_error[1]}}
+                    "at": self.last_error[0], "message": self.last_error[1]},
+                "supervisor_failures": self.supervisor_failures}
 
 
 def _first_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -71,6 +73,7 @@ class ReplicationStatus:
         self._since = monotonic()  # of the last start or stop, or of the last report
         self.restarts = 0
         self.errors = 0
+        self.supervisor_failures = 0
         self.last_error: tuple[float, str] | None = None
         self._monotonic = monotonic
         self._wall = wall
@@ -99,6 +102,10 @@ class ReplicationStatus:
             error = record.get("error")
             self.error(f"{record['msg']}: {error}" if error else str(record["msg"]))
 
+    def supervisor_failed(self, why: str) -> None:
+        self.supervisor_failures += 1
+        self.error(f"the supervisor failed ({why}); it is started again")
+
     def error(self, message: str) -> None:
         self.errors += 1
         self.last_error = (self._wall(), message)
@@ -125,4 +132,4 @@ class ReplicationStatus:
             lag = max(lag or 0.0, quiet)
         lag = None if lag is None else round(lag, 3)
         return ReplicationReport(self.replica, self._running, lag, behind, self.restarts, self.errors,
-                                 self.last_error)
+                                 self.last_error, self.supervisor_failures)

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import ctypes
 import logging
+import os
 import shutil
 import signal
 import tempfile
@@ -46,6 +47,8 @@ STOP_SECONDS = 10.0  # for the last upload at shutdown, then for the child to ex
 SILENCE_SECONDS = 30.0  # it logs a debug record every second: silent this long, it hangs and is restarted
 _LEVELS = {"INFO": logging.DEBUG, "WARN": logging.WARNING, "ERROR": logging.ERROR}  # its info: chatty
 PR_SET_PDEATHSIG = 1  # prctl(2)
+FOLDER_PREFIX = "queueserver-litestream-"  # in the temp folder: Litestream's config and control socket
+OWNER_FILE = "server.pid"
 
 
 def _end_with_the_server() -> None:
@@ -56,6 +59,20 @@ def _end_with_the_server() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def remove_left_behind(folder: Path) -> None:
+    """Remove the Litestream folders of servers that are gone (one SIGKILLed had no time to): each
+    names its server's process id in OWNER_FILE; a folder whose process is alive is another server's."""
+    for left in folder.glob(FOLDER_PREFIX + "*"):
+        try:
+            owner = int((left / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # not one of ours, or still being made
+        if owner == os.getpid() or Path(f"/proc/{owner}").exists():
+            continue
+        log.info("removing %s, left behind by a server that ended without stopping (process %d)", left, owner)
+        shutil.rmtree(left, ignore_errors=True)
+
+
 def public_url(url: str) -> str:
     """The URL without a password (sftp://user:secret@host/...), for logs and pages."""
     parts = urlsplit(url)
@@ -64,6 +81,45 @@ def public_url(url: str) -> str:
     host = parts.hostname or ""
     netloc = f"{parts.username}@{host}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+class BoundedLines:
+    """Litestream's output, line by line, read in chunks of at most READ_CHUNK bytes: a line longer than
+    MAX_LINE_BYTES is cut there (its rest skipped), so no line can make the reader fail or grow without
+    bound, and the child never blocks on a full pipe while the server runs."""
+
+    READ_CHUNK = 16 * 1024
+    MAX_LINE_BYTES = 16 * 1024
+
+    def __init__(self, stream: asyncio.StreamReader) -> None:
+        self._stream = stream
+        self._pending = b""
+        self._skipping = False  # the rest of a line already cut
+        self._ended = False
+
+    async def next(self) -> bytes | None:
+        """The next line (without its newline; an over-long one cut), or None at the end of the output."""
+        while True:
+            end = self._pending.find(b"\n")
+            if end >= 0:
+                line, self._pending = self._pending[:end], self._pending[end + 1:]
+                if self._skipping:
+                    self._skipping = False
+                    continue
+                return line
+            if len(self._pending) > self.MAX_LINE_BYTES:
+                line, self._pending = self._pending[:self.MAX_LINE_BYTES], b""
+                skipped, self._skipping = self._skipping, True
+                if not skipped:
+                    return line + b" [cut]"
+                continue
+            if self._ended:
+                line, self._pending = self._pending, b""
+                return None if not line or self._skipping else line
+            chunk = await self._stream.read(self.READ_CHUNK)
+            if not chunk:
+                self._ended = True
+            self._pending += chunk
 
 
 class Replicator:
@@ -93,12 +149,14 @@ class Replicator:
     async def start(self) -> asyncio.Task:
         """Start Litestream and its supervision; the task is for the caller's health watch."""
         self._loop = asyncio.get_running_loop()
-        self._folder = Path(tempfile.mkdtemp(prefix="queueserver-litestream-"))
+        remove_left_behind(Path(tempfile.gettempdir()))
+        self._folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+        (self._folder / OWNER_FILE).write_text(str(os.getpid()))
         self._socket = str(self._folder / "control.sock")
         self._config = write_config(self._folder, self._db_path, self._target, self._socket)
         log.info("replicating %s to %s with Litestream (uploads every %g s)", self._db_path, self.status.replica,
                  self._target.sync_interval)
-        self._task = asyncio.create_task(self._supervise(), name="litestream supervisor")
+        self._task = asyncio.create_task(self._supervise_for_good(), name="litestream supervisor")
         return self._task
 
     async def stop(self) -> None:
@@ -139,6 +197,23 @@ class Replicator:
         self._resumed.set()
         self._woken.set()
 
+    async def _supervise_for_good(self) -> None:
+        """The supervision, started again if it fails (reported in /ready's replication section): a
+        supervisor that ended would leave Litestream stopped, or blocked on a pipe nobody reads."""
+        while not self._stopping:
+            try:
+                await self._supervise()
+                return
+            except Exception as exc:  # noqa: BLE001 - whatever it was, replication must go on
+                if self._stopping:
+                    return
+                self.status.supervisor_failed(f"{type(exc).__name__}: {exc}")
+                log.error("the Litestream supervisor failed (%s: %s); starting it again in %g s",
+                          type(exc).__name__, exc, FIRST_BACKOFF_SECONDS, exc_info=exc)
+                self._woken.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._woken.wait(), FIRST_BACKOFF_SECONDS)
+
     async def _supervise(self) -> None:
         backoff = FIRST_BACKOFF_SECONDS
         while not self._stopping:
@@ -173,23 +248,27 @@ class Replicator:
             return None
         self._proc = proc
         self.status.running = True
-        self.on_running(True)
         try:
+            self.on_running(True)
             assert proc.stdout is not None
+            lines = BoundedLines(proc.stdout)
             while True:
                 try:
-                    line = await asyncio.wait_for(proc.stdout.readline(), SILENCE_SECONDS)
+                    line = await asyncio.wait_for(lines.next(), SILENCE_SECONDS)
                 except asyncio.TimeoutError:  # hung: its read transaction would also pin the WAL
                     log.error("Litestream said nothing for %g s; killing it", SILENCE_SECONDS)
                     with contextlib.suppress(ProcessLookupError):
                         proc.kill()
                     break
-                if not line:
+                if line is None:
                     break
                 self._hear(line.decode("utf-8", "replace").rstrip())
             return await proc.wait()
         finally:
             self.status.running = False
+            with contextlib.suppress(ProcessLookupError):  # ended by a failure here: not left without a reader
+                if proc.returncode is None:
+                    proc.kill()
             self.on_running(False)
 
     def _hear(self, line: str) -> None:

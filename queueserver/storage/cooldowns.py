@@ -1,10 +1,14 @@
 """SQS's 60-second cooldowns: no queue of the same name right after a delete, one purge a minute.
 
 Off unless asked for (`--enforce-cooldowns`): a test suite that recreates its queues would wait a
-minute each time. Kept in memory: a restart forgets them, which only makes the server more lenient.
+minute each time; off, nothing is kept. Kept in memory, each for its minute: a restart forgets them,
+which only makes the server more lenient.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
 
 from queueserver import errors, limits
 from queueserver.models import Queue
@@ -15,8 +19,8 @@ QueueKey = tuple[str, str, str]
 class Cooldowns:
     def __init__(self, enforce: bool) -> None:
         self._enforce = enforce
-        self._deleted_at: dict[QueueKey, int] = {}
-        self._purged_at: dict[int, int] = {}
+        self._deleted_at: OrderedDict[QueueKey, int] = OrderedDict()
+        self._purged_at: OrderedDict[int, int] = OrderedDict()
 
     def check_create(self, key: QueueKey, now: int) -> None:
         deleted_at = self._deleted_at.get(key)
@@ -33,8 +37,22 @@ class Cooldowns:
             )
 
     def deleted(self, queue: Queue, now: int) -> None:
-        self._deleted_at[queue.key] = now
         self._purged_at.pop(queue.id, None)  # the id is never used again
+        if self._enforce:
+            _renew(self._deleted_at, queue.key, now)
 
     def purged(self, queue_id: int, now: int) -> None:
-        self._purged_at[queue_id] = now
+        if self._enforce:
+            _renew(self._purged_at, queue_id, now)
+
+
+def _renew(table: OrderedDict[Any, int], key: Any, now: int) -> None:
+    """KEY's instant to NOW, last in TABLE; the entries whose 60 s are over dropped from its front (in
+    the order of their instants, as the clock only moves forward): it holds at most a minute's worth."""
+    table[key] = now
+    table.move_to_end(key)
+    while True:
+        oldest_key, at = next(iter(table.items()))
+        if now - at < limits.COOLDOWN_MS:
+            return
+        del table[oldest_key]

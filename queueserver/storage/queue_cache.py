@@ -37,8 +37,10 @@ class QueueCache:
         for queue in sorted(queues, key=lambda q: q.id):
             self._committed[queue.key] = queue
             self._index_source(queue.key, None, queue)
-        # A queue's subscriptions, add-only: a key whose queue is gone (deleted, rolled back) is skipped when read.
-        self._subscription_keys: dict[QueueKey, set[QueueKey]] = {}
+        # A queue's subscriptions. Changed on the database thread and read on the event loop too, so never
+        # changed in place: a change puts a new frozenset (one store, whole under the GIL), and a reader
+        # iterates the one it got. A key whose queue is not in the view read (not yet committed) is skipped.
+        self._subscription_keys: dict[QueueKey, frozenset[QueueKey]] = {}
         for queue in queues:
             self._index_subscription(queue)
 
@@ -124,9 +126,14 @@ class QueueCache:
         previous = self._queues.get(key)
         if queue is None:
             self._queues.pop(key, None)
+            if previous is not None and previous.subscribed_to is not None:
+                self._unindex_subscription(previous)
+                tx.on_rollback(lambda: self._index_subscription(previous))
         else:
             self._queues[key] = queue
-            self._index_subscription(queue)
+            if previous is None and queue.subscribed_to is not None:
+                self._index_subscription(queue)
+                tx.on_rollback(lambda: self._unindex_subscription(queue))
         tx.on_commit(lambda: self._commit(key, queue))
         tx.on_rollback(lambda: self._queues.pop(key, None) if previous is None
                        else self._queues.__setitem__(key, previous))
@@ -162,7 +169,17 @@ class QueueCache:
     def _index_subscription(self, queue: Queue) -> None:
         parent = queue.subscribed_to
         if parent is not None:
-            self._subscription_keys.setdefault((queue.region, queue.account, parent), set()).add(queue.key)
+            parent_key = (queue.region, queue.account, parent)
+            self._subscription_keys[parent_key] = self._subscription_keys.get(parent_key, frozenset()) | {queue.key}
+
+    def _unindex_subscription(self, queue: Queue) -> None:
+        """The subscription's key out of its queue's set, and the set out of the table once empty."""
+        parent_key = (queue.region, queue.account, queue.subscribed_to or "")
+        left = self._subscription_keys.get(parent_key, frozenset()) - {queue.key}
+        if left:
+            self._subscription_keys[parent_key] = left
+        else:
+            self._subscription_keys.pop(parent_key, None)
 
     def _subscribers(self, queue: Queue, view: dict[QueueKey, Queue]) -> list[Queue]:
         keys = self._subscription_keys.get(queue.key)

@@ -41,7 +41,7 @@ from typing import AsyncIterator
 
 import aiosqlite
 
-from queueserver.models import BrowsedMessage, QueueCounts
+from queueserver.models import BrowsedMessage, QueueCounts, messages_within_answer
 from queueserver.storage.rows import BODY_COLUMNS, BROWSED_COLUMNS, browsed_messages, qualified
 from queueserver.storage.sqlite_file import describe, unavailable
 
@@ -90,6 +90,7 @@ FROM counted, held, pending
 
 # A keyset page through messages_by_queue: the same cost at any depth. Named, because the planner
 # may pick a visibility index and sort the whole queue.
+BROWSE_CHUNK = 16  # rows a browse reads at a time: at most 16 MiB past the answer's budget
 _BROWSE = (
     f"SELECT {qualified('m', BROWSED_COLUMNS)}, {qualified('b', BODY_COLUMNS)}"
     " FROM messages m INDEXED BY messages_by_queue JOIN message_bodies b ON b.id = coalesce(m.body_id, m.id)"
@@ -205,10 +206,17 @@ class ReadSide:
 
     async def browse(self, queue_id: int, fifo: bool, after_row_id: int, limit: int, now_ms: int,
                      cutoff_ms: int) -> list[BrowsedMessage]:
-        """Unexpired messages in send order after a row, with their payloads."""
+        """Unexpired messages in send order after a row, with their payloads: read BROWSE_CHUNK rows at a
+        time, and no more once they hold more than one answer carries (models.messages_within_answer), so
+        that a page of large messages is never all in memory; the caller cuts the answer at the same place."""
+        browsed: list[BrowsedMessage] = []
         async with self._connection() as conn:
-            rows = await conn.execute_fetchall(_BROWSE, (queue_id, after_row_id, cutoff_ms, limit))
-        return browsed_messages(rows, fifo, now_ms)
+            async with conn.execute(_BROWSE, (queue_id, after_row_id, cutoff_ms, limit)) as cursor:
+                while chunk := await cursor.fetchmany(BROWSE_CHUNK):
+                    browsed += browsed_messages(chunk, fifo, now_ms)
+                    if messages_within_answer(browsed) < len(browsed):  # past the budget: the caller cuts here
+                        break
+        return browsed
 
     async def counts_after(self, queue_id: int, now_ms: int) -> QueueCounts:
         """The counts of every queue created after `queue_id`, summed (the oldest: of them all)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Callable, Sequence
 
-from queueserver.models import Delivery, Queue, ReceivedMessage, parse_arn
+from queueserver.models import Delivery, Queue, ReceivedMessage, messages_within_answer, parse_arn
 from queueserver.storage import claims, group_claims, message_store
 from queueserver.storage.operations import Transaction
 from queueserver.storage.queue_cache import QueueCache
@@ -116,12 +116,30 @@ class Receiving:
             self._counts_change(tx, moved_to[0])
         if not rows:
             return [], message_store.next_visible_at(tx.conn, queue.id, now), moved_to
-        if current.fifo and attempt_id is not None:
-            message_store.remember_attempt(tx.conn, queue.id, attempt_id, now + DEDUPLICATION_WINDOW_MS,
-                                           [(row[0], row[3]) for row in rows])  # (row id, receipt token)
         if with_bodies:
-            return claimed_deliveries(rows, queue.id, self._signer.encode), None, moved_to
-        return self._received(tx, queue, rows, with_attributes), None, moved_to
+            answer = claimed_deliveries(rows, queue.id, self._signer.encode)
+        else:
+            answer = self._received(tx, queue, rows, with_attributes)
+        whole = len(answer)
+        answer = self._within_answer(tx, queue.id, answer, now)
+        if current.fifo and attempt_id is not None:
+            kept = [(row[0], row[3]) for row in rows] if len(answer) == whole else self._receipts(answer)
+            message_store.remember_attempt(tx.conn, queue.id, attempt_id, now + DEDUPLICATION_WINDOW_MS,
+                                           kept)  # (row id, receipt token)
+        return answer, None, moved_to
+
+    def _within_answer(self, tx: Transaction, queue_id: int, answer: list, now: int) -> list:
+        """The messages one answer carries (models.messages_within_answer); the rest are put back as if
+        this receive had not claimed them, for the next one."""
+        kept = messages_within_answer(answer)
+        if kept == len(answer):
+            return answer
+        self.unclaim(tx, queue_id, self._receipts(answer[kept:]), now)
+        return answer[:kept]
+
+    def _receipts(self, answer: list) -> list[tuple[int, int]]:
+        """(row id, receipt token) of each message of ANSWER, from its receipt handle."""
+        return [(r.row_id, r.token) for r in map(self._signer.decode, (m.receipt_handle for m in answer)) if r]
 
     def _received(self, tx: Transaction, queue: Queue, rows: Sequence[tuple],
                   with_attributes: bool) -> list[ReceivedMessage] | list[Delivery]:
@@ -138,8 +156,8 @@ class Receiving:
             return None
         key = parse_arn(policy[0])
         target = self._queues.current(key) if key else None
-        if target is None:  # the dead-letter queue was deleted: deliver as usual
-            return None
+        if target is None or target.id == queue.id:  # deleted, or the queue itself (stored before that was
+            return None                                  # refused): deliver as usual
         return claims.DeadLetterTarget(target.id, policy[1], queue.arn, reset_retention=target.fifo)
 
 

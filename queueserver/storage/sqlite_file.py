@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import sqlite3
 from typing import Any, Callable
 
 from queueserver.errors import ServiceUnavailable, StartupError
+
+log = logging.getLogger(__name__)
 
 MIN_SQLITE = (3, 37, 0)  # STRICT tables
 
@@ -62,6 +65,10 @@ def open_file(path: str, prepare: Callable[[sqlite3.Connection], object]) -> tup
         try:
             prepare(conn)
             _probe_write(conn)
+            # The file and its -wal now exist (the probe wrote): their names must outlive a power cut too.
+            sync_folder(path)
+            # A database served is never readable by others; said only once it opened (a refusal stays one line).
+            make_private(path)
         except BaseException:
             conn.close()
             raise
@@ -99,12 +106,48 @@ def create_private(path: str) -> int:
     return descriptor
 
 
+def sync_folder(path: str) -> None:
+    """fsync the folder holding PATH, so that the files created in it (their names) are durable. The
+    server syncs the log itself (fdatasync of the -wal), which never syncs the folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+    except OSError as exc:
+        if exc.errno in (errno.EINVAL, errno.ENOTSUP):  # a filesystem without folder syncs: nothing to make durable
+            return
+        raise StartupError(f"its folder {folder} could not be synced to disk ({exc.strerror})") from exc
+
+
+def make_private(path: str) -> None:
+    """Tighten PATH and its -wal and -shm to PRIVATE_MODE where others may read them (a file restored or
+    copied under a lax umask), with a log line; one this user cannot change is logged and left."""
+    for name in (path, f"{path}-wal", f"{path}-shm"):
+        try:
+            mode = os.stat(name).st_mode & 0o777
+        except OSError:  # not there (no -shm yet), or not ours to look at: the open said what matters
+            continue
+        if not mode & 0o077:
+            continue
+        try:
+            os.chmod(name, PRIVATE_MODE)
+        except OSError as exc:
+            log.warning("%s is readable by others (mode %o) and could not be made private: %s", name, mode,
+                        exc.strerror)
+            continue
+        log.warning("%s was readable by others (mode %o): made private (%o), as it holds every message and "
+                    "the receipt-handle key", name, mode, PRIVATE_MODE)
+
+
 def lock_file(path: str) -> Any:
     """The database file, opened (created empty and private if missing) and flocked for the server's life."""
     try:
         try:
             lock = os.fdopen(create_private(path), "rb")
-        except FileExistsError:  # a database already (or a link to one): its mode is its owner's choice
+        except FileExistsError:  # a database already (or a link to one)
             lock = open(path, "rb")  # noqa: SIM115
     except OSError as exc:
         reason = _READ_ONLY if isinstance(exc, PermissionError) or exc.errno == errno.EROFS else exc.strerror

@@ -76,7 +76,8 @@ def test_the_metrics_listener_serves_only_metrics_health_and_ready_unsigned(serv
 @pytest.mark.parametrize("first", ["main", "metrics"])
 def test_the_metrics_listeners_connections_count_against_the_same_connection_limit(server_factory, tmp_path, first):
     limit = 4
-    server = server_factory(tmp_path / "limit.db", "--max-connections", str(limit), "--metrics-listen", "127.0.0.1:0")
+    server = server_factory(tmp_path / "limit.db", "--max-connections", str(limit), "--max-connections-per-address",
+                            str(limit), "--metrics-listen", "127.0.0.1:0")
     endpoints = {"main": server.endpoint, "metrics": metrics_address(server)}
     second = "metrics" if first == "main" else "main"
     held = [connect(endpoints[first]) for _ in range(limit)]

@@ -131,6 +131,21 @@ def test_a_dead_letter_target_that_does_not_exist_is_an_invalid_attribute_value(
         sqs.set_queue_attributes(QueueUrl=source, Attributes={"RedrivePolicy": redrive_policy(arn, 3)})
 
 
+def test_a_queue_cannot_name_itself_as_its_dead_letter_queue_and_its_messages_stay_receivable(
+        sqs, make_queue, clock):
+    url = make_queue()
+    with raises_modeled(sqs, "InvalidAttributeValue") as refused:
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": redrive_policy(arn_of(sqs, url), 1)})
+    assert "A queue cannot be its own dead-letter queue." in refused.value.response["Error"]["Message"]
+    assert _policy(sqs, url) is None
+    sqs.send_message(QueueUrl=url, MessageBody="once")
+    for attempt in range(1, 4):  # past any maxReceiveCount it could have had: visible, and received
+        assert counts(sqs, url).visible == 1
+        (msg,) = receive(sqs, url, VisibilityTimeout=10, **ALL)
+        assert msg["Attributes"]["ApproximateReceiveCount"] == str(attempt)
+        clock.advance(11)
+
+
 def test_a_dead_letter_target_in_another_account_is_an_invalid_attribute_value(sqs, make_queue):
     dlq_arn = arn_of(sqs, make_queue())
     foreign = dlq_arn.replace(":000000000000:", ":111122223333:")

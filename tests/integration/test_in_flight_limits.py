@@ -143,7 +143,10 @@ def test_a_waiting_long_poll_gets_a_message_once_the_count_drops_below_the_limit
     poll = LongPoll(make_client(in_flight_limited.endpoint), url)
     limited_clock.wait_for_timers(pending + 1)  # it waits: only the wake-up of the delete can feed it
     delete_all(client, url, held[:1])
-    assert len(poll.join()) >= 1
+    # Below the limit (4 in flight), a receive takes what it asks for: all 3 visible, 2 past the limit of 5.
+    # The limit stops receives at it; it does not trim one that starts below it.
+    assert len(poll.join()) == 3
+    assert counts(client, url) == Counts(0, LIMIT + 2, 0)
 
 
 def test_a_fair_queue_has_the_same_in_flight_limit(client):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import socket
-from urllib.parse import urlsplit
+import urllib.error
+import urllib.request
+from urllib.parse import urlencode, urlsplit
 
 import pytest
 from botocore.exceptions import ClientError
@@ -57,3 +59,33 @@ def test_the_access_log_is_off_by_default_and_plain_text_when_on(server_factory,
     assert all(line.endswith("ms") for line in access)
     with pytest.raises(json.JSONDecodeError):
         json.loads(access[0])
+
+
+FORGED = "x\n2026-01-01 00:00:00 INFO queueserver.access: DeleteQueue orders 200 1.000ms\u2028\x1b[2J"
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_the_access_log_escapes_control_characters_a_client_put_in_its_fields(server_factory, tmp_path, log_format):
+    from support.wire import raw_json_call
+
+    server = server_factory(tmp_path / "forged.db", "--log-format", log_format, "--access-log")
+    assert raw_json_call(server.endpoint, "GetQueueAttributes", {"QueueUrl": FORGED}).status == 400
+    form = urlencode({"Action": "SendMessage\nforged", "Version": "2012-11-05"}).encode()
+    request = urllib.request.Request(server.endpoint, data=form, headers={
+        "Content-Type": "application/x-www-form-urlencoded"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    with refused.value:
+        assert refused.value.code == 400
+    server.stop()
+    lines = server.stderr_text().splitlines()
+    assert not any(line.startswith("2026-01-01") or "\x1b" in line or "\u2028" in line for line in lines)
+    escaped = FORGED.replace("\n", "\\n").replace("\u2028", "\\u2028").replace("\x1b", "\\x1b")
+    if log_format == "json":
+        access = [json.loads(line) for line in lines if '"queueserver.access"' in line]
+        assert [a["queue"] for a in access][0] == escaped
+        assert all("\n" not in a["message"] and "\n" not in a["action"] for a in access)
+    else:
+        access = [line for line in lines if " queueserver.access: " in line]
+        assert f"GetQueueAttributes {escaped} 400 " in access[0], access
+        assert len(access) == 2, access

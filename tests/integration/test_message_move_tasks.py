@@ -240,12 +240,14 @@ def test_a_running_task_is_listed_with_its_handle_and_counters(sqs, make_queue, 
     assert task["DestinationArn"] == destination_arn
     assert task["MaxNumberOfMessagesPerSecond"] == 2
     assert task["ApproximateNumberOfMessagesToMove"] == 30
-    assert 0 <= task["ApproximateNumberOfMessagesMoved"] < 30
-    assert task["StartedTimestamp"] >= before_ms - 1000
+    # The pace (2 a second) is kept by the real clock, so how many moved by now is not known; what is known
+    # is that the counter only grows, from the listing to the cancel to the end, and ends short of 30.
+    listed_moved = task["ApproximateNumberOfMessagesMoved"]
+    assert task["StartedTimestamp"] == before_ms  # the manual clock did not move
     assert "FailureReason" not in task
 
     moved = sqs.cancel_message_move_task(TaskHandle=handle)["ApproximateNumberOfMessagesMoved"]
-    assert 0 <= moved < 30
+    assert listed_moved <= moved
     task = latest_task(sqs, dlq_arn)
     assert task["Status"] in ("CANCELLING", "CANCELLED")
     assert "TaskHandle" not in task, "the handle is only listed while RUNNING"
@@ -254,6 +256,7 @@ def test_a_running_task_is_listed_with_its_handle_and_counters(sqs, make_queue, 
     # Cancelling does not revert the messages already moved, and moves no more: CANCELLED is written
     # by the task's last step, in the transaction that counts what it moved, and ends its runner.
     final_moved = task["ApproximateNumberOfMessagesMoved"]
+    assert moved <= final_moved < 30
     assert counts(sqs, source).visible == final_moved
     assert counts(sqs, dlq).visible == 30 - final_moved
     assert latest_task(sqs, dlq_arn) == task

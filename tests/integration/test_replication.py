@@ -160,3 +160,33 @@ def test_replica_options_without_a_replica_refuse_to_start(tmp_path: Path, capsy
     assert cli.main(["serve", "--db", str(db), "--port", "0", "--replica-endpoint", "http://127.0.0.1:9"]) == 2
     assert "give --replicate URL too" in capsys.readouterr().err
     assert not db.exists()
+
+
+def test_restore_creates_files_only_this_user_may_read_whatever_the_umask(replicated: Any, tmp_path: Path) -> None:
+    server, _, replica = replicated
+    send(server.endpoint, 10, "private")
+    server.stop()
+    restored = tmp_path / "restored.db"
+    lax = os.umask(0o022)
+    try:
+        said = restore(replica, restored)
+    finally:
+        os.umask(lax)
+    assert "private: 10 messages" in said, said
+    files = [p for p in (restored, Path(f"{restored}-wal"), Path(f"{restored}-shm")) if p.exists()]
+    assert restored in files
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in files} == {p.name: "0o600" for p in files}
+
+
+@pytest.mark.parametrize("link", ["dangling", "to a folder elsewhere"])
+def test_restore_refuses_a_symbolic_link_at_its_target(replicated: Any, tmp_path: Path, link: str) -> None:
+    server, _, replica = replicated
+    server.stop()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    pointed = elsewhere / "pointed.db"
+    target = tmp_path / "link.db"
+    target.symlink_to(pointed if link == "dangling" else elsewhere)
+    done = run_queueserver("restore", "--from", str(replica), "--db", str(target))
+    assert done.returncode == 2 and "is a symbolic link" in done.stderr, done.stderr
+    assert sorted(os.listdir(elsewhere)) == [] and target.is_symlink()

@@ -307,6 +307,8 @@ def drain(endpoint: str, ledger: Ledger) -> dict[str, tuple[str, int]]:
     url = f"{endpoint}/{ACCOUNT}/{QUEUE_NAME}"
     drained: dict[str, tuple[str, int]] = {}
     duplicates: list[str] = []
+    counted = client.get_queue_attributes(QueueUrl=url, AttributeNames=[
+        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
     while True:
         sent_at = time.time()
         messages = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=43200,
@@ -331,6 +333,10 @@ def drain(endpoint: str, ledger: Ledger) -> dict[str, tuple[str, int]]:
         raise AssertionError(f"the queue is not empty after the drain: {attrs}")
     if duplicates:
         raise AssertionError(f"{len(duplicates)} bodies were received twice in the drain: {duplicates[:5]}")
+    # Past every visibility timeout: what was counted visible is exactly what the receives returned.
+    if (int(counted["ApproximateNumberOfMessages"]), int(counted["ApproximateNumberOfMessagesNotVisible"])) \
+            != (len(drained), 0):
+        raise AssertionError(f"counted {counted} before the drain, which received {len(drained)}")
     return drained
 
 

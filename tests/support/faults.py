@@ -92,10 +92,15 @@ def wait_for_log(server: Server, text: str, timeout: float = 10) -> str:
 def drain(server: Server, client: Any) -> dict[str, str]:
     """Everything in the queue (body -> MessageId), deleting as we go; needs --test-clock."""
     advance_clock(server.endpoint, 13 * 3600)  # past any visibility timeout, inside the 4-day retention
+    counted = client.get_queue_attributes(QueueUrl=url_of(server), AttributeNames=[
+        "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
     got: dict[str, str] = {}
     for m in receive_and_delete_all(client, url_of(server), VisibilityTimeout=43200):
         assert m["Body"] not in got, f"{m['Body'][:20]} delivered twice in the drain"
         got[m["Body"]] = m["MessageId"]
+    # Every message counted visible is one a receive returns, and none is left in flight after 13 hours.
+    assert (int(counted["ApproximateNumberOfMessages"]), int(counted["ApproximateNumberOfMessagesNotVisible"])) \
+        == (len(got), 0), f"counted {counted} before the drain, which received {len(got)}"
     return got
 
 
