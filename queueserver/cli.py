@@ -35,7 +35,10 @@ def _parser() -> argparse.ArgumentParser:
                                                   "it; never over an existing database")
     restore.add_argument("--from", dest="source", required=True, metavar="URL",
                          help="the replica: a folder, file://, s3://BUCKET/PATH or sftp://USER@HOST/PATH")
-    restore.add_argument("--db", required=True, help="the database file to create")
+    restore.add_argument("--db", help="the database file to create (not with --list)")
+    restore.add_argument("--at", metavar="TIME", help="the database as it was at this time (ISO 8601, UTC unless it "
+                                                      "says: 2026-01-01T12:00:00Z): the newest restore point before it")
+    restore.add_argument("--list", action="store_true", help="list the restore points the replica holds, restore nothing")
     restore.add_argument("--replica-endpoint", metavar="URL", help="an S3-compatible store's URL (s3:// replicas)")
     restore.add_argument("--replica-key", metavar="FILE", help="the SSH private key (sftp:// replicas)")
     restore.add_argument("--replica-host-key", metavar="FILE", help="the sftp server's public host key")
@@ -61,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     from queueserver.storage import admin
 
     try:
+        if args.command == "restore" and args.list:
+            return _list_points(args)
         if args.command == "restore":
             _restore(args)
         if args.command == "backup":
@@ -85,14 +90,18 @@ def _restore(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from queueserver import replication
+    from queueserver.replication import points
     from queueserver.storage.sqlite_file import lock_file, make_private, sync_folder
 
+    if args.db is None:
+        raise StartupError("restore needs --db PATH, the database file to create")
     if os.path.islink(args.db):  # even a dangling one: the restore would land wherever it points
         raise StartupError(f"{args.db} is a symbolic link: restore creates a new file at a path that is not one")
     path = os.path.realpath(args.db)
     target = replication.replica(args.source, args.replica_endpoint, args.replica_key,
                                  host_key_path=args.replica_host_key)
     program = replication.binary()
+    moment = None if args.at is None else points.parse_moment(args.at)
     for leftover in (path, f"{path}-wal", f"{path}-shm"):
         if os.path.lexists(leftover):
             if leftover == path:
@@ -102,12 +111,37 @@ def _restore(args: argparse.Namespace) -> None:
     private = os.umask(0o077)  # Litestream creates the files: readable by this user alone, whatever its umask
     try:
         with tempfile.TemporaryDirectory(prefix="queueserver-restore-") as folder:
-            replication.restore(program, replication.write_config(Path(folder), path, target), path)
+            config = replication.write_config(Path(folder), path, target)
+            point = None if moment is None else points.point_before(points.restore_points(program, config, path),
+                                                                     moment)
+            replication.restore(program, config, path, None if point is None else point.hex_txid)
     finally:
         os.umask(private)
     make_private(path)
     sync_folder(path)
-    print(f"restored {path} from {replication.public_url(target.url)}")
+    when = "" if point is None else f" as it was at {point.second.isoformat()} (transaction {point.hex_txid})"
+    print(f"restored {path} from {replication.public_url(target.url)}{when}")
+
+
+def _list_points(args: argparse.Namespace) -> int:
+    """`restore --list`: one line per point the replica can restore to, oldest first."""
+    import tempfile
+    from pathlib import Path
+
+    from queueserver import replication
+    from queueserver.replication import points
+
+    target = replication.replica(args.source, args.replica_endpoint, args.replica_key,
+                                 host_key_path=args.replica_host_key)
+    program = replication.binary()
+    with tempfile.TemporaryDirectory(prefix="queueserver-restore-") as folder:
+        db = os.path.join(folder, "listed.db")  # the config names a database; nothing is written there
+        found = points.restore_points(program, replication.write_config(Path(folder), db, target), db)
+    for point in found:
+        print(f"{point.second.isoformat().replace('+00:00', 'Z')}  transaction {point.hex_txid}")
+    if not found:
+        print(f"no restore points in {replication.public_url(target.url)}")
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
