@@ -25,6 +25,16 @@ def _parser() -> argparse.ArgumentParser:
                                 epilog="every option is also a config file key and a QUEUESERVER_* variable "
                                        "(docs: Configuration)")
     add_options(serve)
+    standby = commands.add_parser("standby", help="follow a replica (read-only) until promoted, then serve",
+                                  epilog="takes serve's options; promoted, it replicates to the next generation "
+                                         "of --from (docs: Operations, Failover)")
+    standby.add_argument("--from", dest="standby_from", required=True, metavar="URL",
+                         help="the primary's replica: a folder, file://, s3://BUCKET/PATH or sftp://USER@HOST/PATH")
+    add_options(standby)
+    promote = commands.add_parser("promote", help="make a running standby the primary (an admin request)")
+    promote.add_argument("--endpoint", default="http://127.0.0.1:9324", help="the standby's URL (default %(default)s)")
+    promote.add_argument("--region", default=os.environ.get("AWS_REGION", "us-east-1"),
+                         help="the region its signature names, with credentials on (default: $AWS_REGION, us-east-1)")
     db = os.environ.get("QUEUESERVER_DB", ServerConfig().db_path)  # the server's, in a container too
     backup = commands.add_parser("backup", help="copy the database safely, also while the server runs")
     backup.add_argument("destination", help="the file to write")
@@ -51,8 +61,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "serve":
+    if args.command in ("serve", "standby"):
         return _serve(args)
+    if args.command == "promote":
+        from queueserver.promote_client import promote
+
+        return promote(args.endpoint, args.region)
     if args.command in ADMIN_COMMANDS:
         return run_admin(args)
     logging.basicConfig(level=getattr(args, "log_level", "warning").upper(), stream=sys.stderr,
@@ -148,8 +162,11 @@ def _serve(args: argparse.Namespace) -> int:
     """Exit 2 with one line on stderr if the settings, the config file or the database cannot be used."""
     from queueserver.server import run
 
+    options = dict(vars(args))
+    if options.pop("standby_from", None) is not None:  # a standby follows --from, and replicates there promoted
+        options["replicate"] = args.standby_from
     try:
-        config = load(vars(args), os.environ)
+        config = load(options, os.environ)
     except ConfigError as exc:
         print(f"queueserver: {exc}", file=sys.stderr)
         return 2
@@ -164,7 +181,7 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        run(config)
+        run(config, standby=args.command == "standby")
     except CredentialsError as exc:
         print(f"queueserver: credentials file {config.credentials_path}: {exc}", file=sys.stderr)
         return 2
