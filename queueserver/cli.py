@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from queueserver import __version__
 from queueserver.admin_cli import COMMANDS as ADMIN_COMMANDS
@@ -15,6 +16,9 @@ from queueserver.admin_cli import run as run_admin
 from queueserver.config import ServerConfig
 from queueserver.config_sources import add_options, load
 from queueserver.errors import ConfigError, CredentialsError, StartupError
+
+if TYPE_CHECKING:
+    from queueserver.replication import Replica
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -112,9 +116,8 @@ def _restore(args: argparse.Namespace) -> None:
     if os.path.islink(args.db):  # even a dangling one: the restore would land wherever it points
         raise StartupError(f"{args.db} is a symbolic link: restore creates a new file at a path that is not one")
     path = os.path.realpath(args.db)
-    target = replication.replica(args.source, args.replica_endpoint, args.replica_key,
-                                 host_key_path=args.replica_host_key)
     program = replication.binary()
+    target = _newest_generation(program, args)
     moment = None if args.at is None else points.parse_moment(args.at)
     for leftover in (path, f"{path}-wal", f"{path}-shm"):
         if os.path.lexists(leftover):
@@ -137,6 +140,16 @@ def _restore(args: argparse.Namespace) -> None:
     print(f"restored {path} from {replication.public_url(target.url)}{when}")
 
 
+def _newest_generation(program: str, args: argparse.Namespace) -> Replica:
+    """The replica of --from, at its newest generation (where the latest promoted primary writes)."""
+    from queueserver import replication
+    from queueserver.replication import generations
+
+    base = replication.replica(args.source, args.replica_endpoint, args.replica_key,
+                               host_key_path=args.replica_host_key)
+    return generations.generation_replica(base, generations.newest(program, base))
+
+
 def _list_points(args: argparse.Namespace) -> int:
     """`restore --list`: one line per point the replica can restore to, oldest first."""
     import tempfile
@@ -145,9 +158,8 @@ def _list_points(args: argparse.Namespace) -> int:
     from queueserver import replication
     from queueserver.replication import points
 
-    target = replication.replica(args.source, args.replica_endpoint, args.replica_key,
-                                 host_key_path=args.replica_host_key)
     program = replication.binary()
+    target = _newest_generation(program, args)
     with tempfile.TemporaryDirectory(prefix="queueserver-restore-") as folder:
         db = os.path.join(folder, "listed.db")  # the config names a database; nothing is written there
         found = points.restore_points(program, replication.write_config(Path(folder), db, target), db)

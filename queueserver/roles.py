@@ -140,7 +140,6 @@ def standby_for(config: ServerConfig, authenticator: Authenticator | None,
     base = replica(config.replicate or "", config.replica_endpoint, config.replica_key,
                    config.replica_sync_interval, config.replica_host_key)
     program = binary()
-    generation = generations.newest(program, base)
-    follower = Follower(os.path.realpath(config.db_path), generations.generation_replica(base, generation), program)
-    return Standby(follower, generation, os.path.realpath(config.db_path), config.max_body_bytes, authenticator,
+    follower = Follower(os.path.realpath(config.db_path), base, generations.newest(program, base), program)
+    return Standby(follower, os.path.realpath(config.db_path), config.max_body_bytes, authenticator,
                    open_primary)

@@ -31,7 +31,7 @@ from queueserver.http_body import read_rest, refuse_declared_oversize
 from queueserver.metrics import standby_exposition
 from queueserver.protocol.codecs import HttpResponse, codec_for
 from queueserver.protocol.error_codes import wire_error
-from queueserver.replication.follower import Follower, copy_files
+from queueserver.replication.follower import CATCH_UP_SECONDS, Follower, copy_files
 from queueserver.storage.generation import check_and_take
 
 log = logging.getLogger(__name__)
@@ -70,11 +70,10 @@ async def _send(send: Any, response: HttpResponse) -> None:
 class Standby:
     """The follower, the standby's answers, and the promotion into `open_primary(generation)`'s apps."""
 
-    def __init__(self, follower: Follower, generation: int, db_path: str, body_limit: int,
+    def __init__(self, follower: Follower, db_path: str, body_limit: int,
                  authenticator: Authenticator | None, open_primary: OpenPrimary) -> None:
         self.follower = follower
-        self.generation = generation  # the one followed; promoted, the server writes the next
-        follower.status.generation = generation
+        self._written: int | None = None  # promoted: the generation written
         self._db_path = db_path
         self._body_limit = body_limit
         self._authenticator = authenticator
@@ -88,14 +87,24 @@ class Standby:
         """Take over writing (see the module's docstring); (HTTP status, what to answer)."""
         async with self._lock:
             if self.promoted:
-                return 200, {"role": "primary", "generation": self.generation, "message": "already the primary"}
+                return 200, {"role": "primary", "generation": self._written, "message": "already the primary"}
             if not self.follower.status.following:
                 return 503, {"role": "standby", "message": "not promoted: the standby has not restored the replica "
                                                            "yet (GET /ready says when it follows)"}
+            if not await self.follower.catch_up(CATCH_UP_SECONDS):
+                log.warning("promotion: the copy did not reach the replica's newest point within %g s",
+                            CATCH_UP_SECONDS)
             log.warning("promotion: stopping Litestream's follow mode at transaction %s",
                         self.follower.status.position)
             await self.follower.stop()
-            generation = self.generation + 1
+            generation = self.follower.generation + 1
+            if await asyncio.get_running_loop().run_in_executor(None, self.follower.generation_exists, generation):
+                log.error("promotion refused: the replica already has generation %d; following it again",
+                          generation)
+                await self.follower.start()
+                return 409, {"role": "standby", "message": f"not promoted: the replica already has generation "
+                                                           f"{generation}, written by another promoted server; this "
+                                                           "standby follows it now"}
             verdict = await asyncio.get_running_loop().run_in_executor(None, check_and_take, self._db_path,
                                                                        generation)
             if verdict != "ok":
@@ -103,7 +112,7 @@ class Standby:
                 return 500, {"role": "standby", "message": f"not promoted: the copy failed its check: {verdict}"}
             os.remove(copy_files(self._db_path)[-1])  # no longer a copy: a later standby must not remove it
             main, metrics = await self._open_primary(generation)
-            self.generation, self.promoted = generation, True
+            self._written, self.promoted = generation, True
             self.main.app, self.metrics.app = self._primary_app(main), metrics
             log.warning("promoted: this server is the primary, writing replica generation %d", generation)
             return 200, {"role": "primary", "generation": generation, "message": "promoted"}
@@ -161,7 +170,7 @@ class Standby:
             status, document = await self.promote()
             return _json(status, document)
         error = errors.ServiceUnavailable(
-            f"this server is a standby following {report.replica} (generation {self.generation}); it answers SQS "
+            f"this server is a standby following {report.replica} (generation {report.generation}); it answers SQS "
             "requests once promoted: retry, or send them to the primary")
         return codec_for(headers).render_error(str(uuid.uuid4()), error)
 

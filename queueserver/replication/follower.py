@@ -27,14 +27,16 @@ from datetime import datetime, timezone
 from typing import Any
 
 from queueserver.errors import StartupError
-from queueserver.replication.litestream import Replica
+from queueserver.replication import generations
+from queueserver.replication.litestream import Replica, write_config
 from queueserver.replication.points import RestorePoint, restore_points
 from queueserver.replication.status import ReplicationReport, ReplicationStatus
-from queueserver.replication.supervisor import Replicator
+from queueserver.replication.supervisor import Replicator, public_url
 
 log = logging.getLogger(__name__)
 
 FOLLOW_INTERVAL = "500ms"
+CATCH_UP_SECONDS = 5.0  # a promotion waits at most this long for the copy to apply what the replica has
 PROBE_SECONDS = 2.0
 
 
@@ -56,6 +58,11 @@ class FollowStatus(ReplicationStatus):
         self.following = False  # restored, and applying updates
         self._ahead: list[RestorePoint] = []  # the replica's points beyond the position, at the last probe
         self._probed = False
+
+    def switch(self, replica: str, generation: int) -> None:
+        """Now following another generation, from nothing."""
+        self.replica, self.generation = replica, generation
+        self.position, self.following, self._ahead, self._probed = None, False, [], False
 
     def note(self, record: dict[str, Any]) -> None:
         message = record.get("msg")
@@ -93,14 +100,25 @@ class Follower(Replicator):
 
     uses_socket = False  # nothing to upload at the end
 
-    def __init__(self, db_path: str, target: Replica, program: str | None = None) -> None:
+    def __init__(self, db_path: str, base: Replica, generation: int, program: str | None = None) -> None:
         if os.path.lexists(db_path) and not is_followed_copy(db_path):
             raise StartupError(f"{db_path} exists and is not a standby's copy: a standby restores into a new "
                                "path (or one it made before); choose another --db or move the file away")
-        super().__init__(db_path, target, program)
+        super().__init__(db_path, generations.generation_replica(base, generation), program)
+        self._base = base
         self.silence_seconds = None
         self.status = FollowStatus(self.status.replica)
+        self.status.generation = generation
         self._probe: asyncio.Task | None = None
+
+    @property
+    def generation(self) -> int:
+        """The generation followed now."""
+        return self.status.generation
+
+    def generation_exists(self, generation: int) -> bool:
+        """Whether the replica holds generation `generation` (blocking: a listing)."""
+        return generations.exists(self._program, generations.generation_replica(self._base, generation))
 
     async def start(self) -> asyncio.Task:
         task = await super().start()
@@ -114,6 +132,22 @@ class Follower(Replicator):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._probe
         await super().stop()
+
+    async def catch_up(self, timeout: float) -> bool:
+        """Until the copy holds the newest point the replica has now (a promotion loses nothing the replica
+        holds), at most `timeout` seconds; whether it does."""
+        loop = asyncio.get_running_loop()
+        assert self._config is not None
+        try:
+            points = await loop.run_in_executor(None, restore_points, self._program, self._config, self._db_path)
+        except StartupError as exc:
+            log.warning("promotion: %s; promoting at the copy's position", exc)
+            return False
+        newest = max((p.txid for p in points), default=0)
+        deadline = loop.time() + timeout
+        while (self.status.position or 0) < newest and loop.time() < deadline and self.status.running:
+            await asyncio.sleep(0.05)  # Litestream applies the rest within its follow interval
+        return (self.status.position or 0) >= newest
 
     def _describe(self) -> str:
         return (f"standby: restoring {self.status.replica} into {self._db_path}, then following it with Litestream "
@@ -131,10 +165,15 @@ class Follower(Replicator):
                 os.remove(path)
 
     async def _probe_forever(self) -> None:
+        """The lag's probe; and a newer generation (a primary promoted since this standby started, whose
+        first upload it did not see yet) makes it follow that one instead."""
         loop = asyncio.get_running_loop()
         while True:
             assert self._config is not None
             try:
+                newer = generations.generation_replica(self._base, self.generation + 1)
+                if await loop.run_in_executor(None, generations.exists, self._program, newer):
+                    await self._follow(self.generation + 1)
                 points = await loop.run_in_executor(None, restore_points, self._program, self._config,
                                                     self._db_path)
             except StartupError as exc:
@@ -142,3 +181,15 @@ class Follower(Replicator):
             else:
                 self.status.probed(points)
             await asyncio.sleep(PROBE_SECONDS)
+
+    async def _follow(self, generation: int) -> None:
+        """Follow generation `generation` from a fresh restore."""
+        newer = generations.generation_replica(self._base, generation)
+        log.warning("the replica has a newer generation %d (%s): following it instead", generation,
+                    public_url(newer.url))
+        assert self._folder is not None
+        self._target = newer
+        self._config = write_config(self._folder, self._db_path, newer)
+        self.status.switch(public_url(newer.url), generation)
+        self._stopped_on_purpose = self._proc is not None and self._proc.returncode is None
+        await self._end_child()  # the supervisor starts it again at once, on the new config

@@ -160,6 +160,7 @@ class Replicator:
     async def start(self) -> asyncio.Task:
         """Start Litestream and its supervision; the task is for the caller's health watch."""
         self._loop = asyncio.get_running_loop()
+        self._stopping = False  # a follower is started again after a refused promotion
         remove_left_behind(Path(tempfile.gettempdir()))
         self._folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
         (self._folder / OWNER_FILE).write_text(str(os.getpid()))
