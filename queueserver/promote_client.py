@@ -9,25 +9,29 @@ already was, so an orchestrator may retry), 1 if it refused, 3 if it could not b
 from __future__ import annotations
 
 import json
+import os
 import sys
 import urllib.error
 import urllib.request
 
 from queueserver.admin_cli.client import SQS_ERROR, UNREACHABLE
-from queueserver.standby import PROMOTE_PATH
+from queueserver.extensions import PROMOTE_PATH
 
 TIMEOUT_SECONDS = 120  # the check of a large copy and the engine's start happen before the answer
 
 
 def promote(endpoint: str, region: str) -> int:
-    import boto3
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
+    from botocore.session import Session
 
     url = endpoint.rstrip("/") + PROMOTE_PATH
-    credentials = boto3.session.Session().get_credentials() or Credentials("queueserver", "queueserver")
-    request = AWSRequest(method="POST", url=url, data=b"", headers={})
+    # Keys from the environment or the AWS config files; never the EC2 metadata service, whose lookup
+    # (timing out where there is none) would add seconds to a failover.
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    credentials = Session().get_credentials() or Credentials("queueserver", "queueserver")
+    request = AWSRequest(method="POST", url=url, data=b"", headers={"Content-Type": "application/json"})
     SigV4Auth(credentials.get_frozen_credentials(), "sqs", region).add_auth(request)
     prepared = request.prepare()
     http = urllib.request.Request(url, data=b"", headers=dict(prepared.headers), method="POST")

@@ -27,6 +27,7 @@ from typing import Any, Awaitable, Callable
 
 from queueserver import errors
 from queueserver.auth import Authenticator, Signed
+from queueserver.extensions import PROMOTE_PATH
 from queueserver.http_body import read_rest, refuse_declared_oversize
 from queueserver.metrics import standby_exposition
 from queueserver.protocol.codecs import HttpResponse, codec_for
@@ -36,8 +37,7 @@ from queueserver.storage.generation import check_and_take
 
 log = logging.getLogger(__name__)
 
-PROMOTE_PATH = "/_queueserver/promote"
-GET_METRICS = "queueserver:GetMetrics"
+GET_METRICS = "queueserver:GetMetrics"  # as app.py: /metrics names every account's queues
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 OpenPrimary = Callable[[int], Awaitable[tuple[ASGIApp, ASGIApp]]]
 
@@ -91,11 +91,12 @@ class Standby:
             if not self.follower.status.following:
                 return 503, {"role": "standby", "message": "not promoted: the standby has not restored the replica "
                                                            "yet (GET /ready says when it follows)"}
+            began = time.monotonic()
             if not await self.follower.catch_up(CATCH_UP_SECONDS):
                 log.warning("promotion: the copy did not reach the replica's newest point within %g s",
                             CATCH_UP_SECONDS)
-            log.warning("promotion: stopping Litestream's follow mode at transaction %s",
-                        self.follower.status.position)
+            log.warning("promotion: stopping Litestream's follow mode at transaction %s (caught up in %.2f s)",
+                        self.follower.status.position, time.monotonic() - began)
             await self.follower.stop()
             generation = self.follower.generation + 1
             if await asyncio.get_running_loop().run_in_executor(None, self.follower.generation_exists, generation):
@@ -114,7 +115,8 @@ class Standby:
             main, metrics = await self._open_primary(generation)
             self._written, self.promoted = generation, True
             self.main.app, self.metrics.app = self._primary_app(main), metrics
-            log.warning("promoted: this server is the primary, writing replica generation %d", generation)
+            log.warning("promoted in %.2f s: this server is the primary, writing replica generation %d",
+                        time.monotonic() - began, generation)
             return 200, {"role": "primary", "generation": generation, "message": "promoted"}
 
     def _primary_app(self, main: ASGIApp) -> ASGIApp:

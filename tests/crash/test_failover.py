@@ -27,7 +27,8 @@ from queueserver.testing import QueueServer
 
 
 def caught_up(endpoint: str) -> None:
-    wait_for(lambda: scrape(endpoint).value("queueserver_replication_transactions_behind") == 0,
+    key = ("queueserver_replication_transactions_behind", frozenset())  # absent until Litestream reports
+    wait_for(lambda: scrape(endpoint).samples.get(key) == 0,
              "the replica to catch up", timeout=30, interval=0.05)
 
 
@@ -89,6 +90,11 @@ def test_a_promoted_standby_takes_writes_and_a_returning_primary_refuses_them(tm
         new = never_retrying_client(standby.endpoint)
         new_url = new.get_queue_url(QueueName="orders")["QueueUrl"]
         new.send_message(QueueUrl=new_url, MessageBody="after the failover")
+        caught_up(standby.endpoint)  # the promoted server's own generation holds the send
+        restored = tmp_path / "restored.db"
+        done = run_queueserver("restore", "--from", str(replica), "--db", str(restored))
+        assert done.returncode == 0 and f"from {(replica / 'gen-1').as_uri()}" in done.stdout, done.stdout
+        assert "orders: 9 messages" in done.stdout, done.stdout  # 10 sent, 2 deleted, 1 sent after
         # Receipt handles of the old primary: valid as after a restart (the key is in the file).
         for message in held:
             new.change_message_visibility(QueueUrl=new_url, ReceiptHandle=message["ReceiptHandle"],
@@ -152,3 +158,40 @@ def test_a_standby_never_removes_a_database_it_did_not_make(tmp_path: Path) -> N
 def test_promoting_a_server_that_is_not_running_says_so() -> None:
     done = run_queueserver("promote", "--endpoint", "http://127.0.0.1:9")
     assert done.returncode == 3 and "could not reach" in done.stderr
+
+
+def test_with_credentials_on_only_an_admin_key_promotes_and_a_scraper_reads_the_standbys_metrics(
+        tmp_path: Path) -> None:
+    from support.auth import KEYS, write_credentials
+
+    credentials = write_credentials(tmp_path / "credentials.toml")
+    replica = tmp_path / "replica"
+    primary = start_server(tmp_path / "primary.db", "--replicate", str(replica), "--credentials", str(credentials),
+                           log_dir=tmp_path)
+    standby: QueueServer | None = None
+    try:
+        wait_until_replicating(primary)
+        standby = QueueServer(tmp_path / "standby.db", test_clock=False, command="standby",
+                              extra_args=("--from", str(replica), "--credentials", str(credentials)),
+                              log_path=tmp_path / "standby.log", ready_timeout=30).start()
+        following(standby.endpoint)
+
+        def promote_as(key_id: str | None) -> subprocess.CompletedProcess[str]:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+            if key_id is not None:
+                env.update(AWS_ACCESS_KEY_ID=key_id, AWS_SECRET_ACCESS_KEY=KEYS[key_id]["secret_access_key"])
+            return subprocess.run([sys.executable, "-m", "queueserver", "promote", "--endpoint", standby.endpoint],
+                                  capture_output=True, text=True, timeout=120, check=False, env=env)
+
+        assert health(standby.endpoint, "/metrics")[0] == 403  # unsigned
+        unknown = promote_as(None)
+        assert unknown.returncode == 1 and "refused the promotion (403)" in unknown.stderr, unknown.stderr
+        scraper = promote_as("AKIDSCRAPER")
+        assert scraper.returncode == 1 and "only a key marked admin = true" in scraper.stderr, scraper.stderr
+        assert health(standby.endpoint, "/ready")[1]["status"] == "standby"
+        admin = promote_as("AKIDOPS")
+        assert admin.returncode == 0 and "writing generation 1" in admin.stdout, admin.stderr
+    finally:
+        primary.kill()
+        if standby is not None:
+            standby.kill()
