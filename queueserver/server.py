@@ -21,14 +21,12 @@ import uvicorn
 
 from queueserver.app import ASGIApp, create_apps
 from queueserver.auth import Authenticator, CredentialStore
-from queueserver.clock import Clock, ManualClock, SystemClock
 from queueserver.config import ServerConfig
 from queueserver.errors import ConfigError, StartupError
 from queueserver.queue_setup import apply_queues
 from queueserver.roles import Roles, open_primary, standby_for
 from queueserver.http_guard import ConnectionGate, GuardedHttpProtocol, tls_protocol
 from queueserver.logs import use_format
-from queueserver.storage import QueueEngine
 from queueserver.tallies import ConnectionTally
 
 log = logging.getLogger(__name__)
@@ -274,10 +272,10 @@ async def serve(config: ServerConfig, standby: bool = False) -> None:
 
     if standby:
         os.umask(0o077)  # the copy Litestream writes, and all the server writes once promoted: 0600
-        roles.standby = standby_for(config, authenticator, open_apps)
-        engine_apps: tuple[ASGIApp, ASGIApp] = (roles.standby.main, roles.standby.metrics)
+        standby_role = roles.standby = standby_for(config, authenticator, open_apps)
+        engine_apps: tuple[ASGIApp, ASGIApp] = (standby_role.main, standby_role.metrics)
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGUSR1, lambda: asyncio.ensure_future(roles.standby.promote()))
+        loop.add_signal_handler(signal.SIGUSR1, lambda: asyncio.ensure_future(standby_role.promote()))
     _log_access(config, store)
     if trusted_proxies:
         log.info("X-Forwarded-For and X-Forwarded-Proto are believed from %s (--trusted-proxy)",

@@ -26,6 +26,7 @@ import uuid
 from typing import Any, Awaitable, Callable
 
 from queueserver import errors
+from queueserver.errors import StartupError
 from queueserver.auth import Authenticator, Signed
 from queueserver.extensions import PROMOTE_PATH
 from queueserver.http_body import read_rest, refuse_declared_oversize
@@ -112,7 +113,11 @@ class Standby:
                 log.error("promotion refused: the standby's copy failed SQLite's quick check: %s", verdict)
                 return 500, {"role": "standby", "message": f"not promoted: the copy failed its check: {verdict}"}
             os.remove(copy_files(self._db_path)[-1])  # no longer a copy: a later standby must not remove it
-            main, metrics = await self._open_primary(generation)
+            try:
+                main, metrics = await self._open_primary(generation)
+            except Exception as exc:  # noqa: BLE001 - said to the caller and logged; the process stays up
+                log.error("promotion failed: %s; restart the standby", exc, exc_info=not isinstance(exc, StartupError))
+                return 500, {"role": "standby", "message": f"promotion failed: {exc}; restart the standby"}
             self._written, self.promoted = generation, True
             self.main.app, self.metrics.app = self._primary_app(main), metrics
             log.warning("promoted in %.2f s: this server is the primary, writing replica generation %d",

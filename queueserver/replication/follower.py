@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 from datetime import datetime, timezone
 from typing import Any
 
@@ -97,6 +96,8 @@ class FollowStatus(ReplicationStatus):
 
 class Follower(Replicator):
     """Runs `litestream restore -f` into `db_path`; `report()` says how far behind the copy is."""
+
+    status: FollowStatus
 
     uses_socket = False  # nothing to upload at the end
 

@@ -195,3 +195,49 @@ def test_with_credentials_on_only_an_admin_key_promotes_and_a_scraper_reads_the_
         primary.kill()
         if standby is not None:
             standby.kill()
+
+
+def test_a_second_standby_moves_to_the_new_generation_and_is_promoted_after_it(tmp_path: Path) -> None:
+    """Two standbys of one primary: the first is promoted (generation 1); the second sees the new
+    generation, follows it, and, promoted in turn (by SIGUSR1), writes generation 2 with every message."""
+    import signal
+
+    replica = tmp_path / "replica"
+    primary = start_server(tmp_path / "primary.db", "--replicate", str(replica), log_dir=tmp_path)
+    first = second = None
+    try:
+        wait_until_replicating(primary)
+        sqs = never_retrying_client(primary.endpoint)
+        url = sqs.create_queue(QueueName="orders")["QueueUrl"]
+        sqs.send_message(QueueUrl=url, MessageBody="before")
+        caught_up(primary.endpoint)
+        first = start_standby(tmp_path / "first.db", replica, tmp_path)
+        second = start_standby(tmp_path / "second.db", replica, tmp_path)
+        following(first.endpoint)
+        following(second.endpoint)
+        lose_the_machine(primary)
+        assert promote(first.endpoint).returncode == 0
+        on_first = never_retrying_client(first.endpoint)
+        on_first.send_message(QueueUrl=on_first.get_queue_url(QueueName="orders")["QueueUrl"], MessageBody="after")
+        caught_up(first.endpoint)
+
+        def on_generation_one() -> bool:
+            status, body = health(second.endpoint, "/ready")
+            shown = body["replication"]
+            return status == 503 and shown["generation"] == 1 and shown["transactions_behind"] == 0
+
+        wait_for(on_generation_one, "the second standby to follow generation 1", timeout=60, interval=0.05)
+        assert "the replica has a newer generation 1" in second.stderr_text()
+        lose_the_machine(first)
+        second.send_signal(signal.SIGUSR1)
+        wait_for(lambda: health(second.endpoint, "/ready")[0] == 200, "the second standby to be promoted",
+                 timeout=60, interval=0.05)
+        assert health(second.endpoint, "/ready")[1]["replication"]["generation"] == 2
+        on_second = never_retrying_client(second.endpoint)
+        second_url = on_second.get_queue_url(QueueName="orders")["QueueUrl"]
+        bodies = [m["Body"] for m in on_second.receive_message(QueueUrl=second_url, MaxNumberOfMessages=10)["Messages"]]
+        assert sorted(bodies) == ["after", "before"]
+    finally:
+        for server in (primary, first, second):
+            if server is not None:
+                server.kill()

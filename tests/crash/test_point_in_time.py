@@ -12,7 +12,6 @@ import math
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from support.clients import json_client
 from support.machine_loss import wait_until_replicating
