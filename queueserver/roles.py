@@ -86,6 +86,7 @@ class Roles:
         if self.replicator is not None:  # last: it uploads what the final commits wrote
             await self.replicator.stop()
         if self.standby is not None and not self.standby.promoted:
+            await self.standby.close()
             await self.standby.follower.stop()
 
 
@@ -135,11 +136,11 @@ async def _watch_generation(replicator: Replicator, base: Any, own: int, on_fenc
 
 
 def standby_for(config: ServerConfig, authenticator: Authenticator | None,
-             open_primary: Callable[[int], Any]) -> Standby:
+                open_primary: Callable[[int], Any], open_reader: Callable[[Any], Any]) -> Standby:
     """A standby of the newest generation of --from's replica (the copy at --db)."""
     base = replica(config.replicate or "", config.replica_endpoint, config.replica_key,
                    config.replica_sync_interval, config.replica_host_key)
     program = binary()
     follower = Follower(os.path.realpath(config.db_path), base, generations.newest(program, base), program)
     return Standby(follower, os.path.realpath(config.db_path), config.max_body_bytes, authenticator,
-                   open_primary)
+                   open_primary, open_reader)

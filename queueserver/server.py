@@ -272,7 +272,11 @@ async def serve(config: ServerConfig, standby: bool = False) -> None:
 
     if standby:
         os.umask(0o077)  # the copy Litestream writes, and all the server writes once promoted: 0600
-        standby_role = roles.standby = standby_for(config, authenticator, open_apps)
+        def open_reader(engine: Any) -> ASGIApp:  # a snapshot's read-only engine (standby_reads.py)
+            report = roles.standby.follower.report if roles.standby is not None else None
+            return create_apps(config, engine, authenticator, connections, report)[0]
+
+        standby_role = roles.standby = standby_for(config, authenticator, open_apps, open_reader)
         engine_apps: tuple[ASGIApp, ASGIApp] = (standby_role.main, standby_role.metrics)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGUSR1, lambda: asyncio.ensure_future(standby_role.promote()))
@@ -283,7 +287,7 @@ async def serve(config: ServerConfig, standby: bool = False) -> None:
     watcher = asyncio.create_task(_watch_credentials(store)) if store is not None else None
     try:
         if roles.standby is not None:
-            await roles.standby.follower.start()
+            await roles.standby.start()
         else:
             engine_apps = await open_apps(None)
         app, metrics_app = engine_apps

@@ -3,21 +3,22 @@
 `queueserver standby --from URL` listens on its port at once, with Litestream's follow mode
 (replication/follower.py) keeping a copy of the newest generation current. Until promoted its
 listener answers /health, /ready (503, `"status": "standby"`, with the copy's lag), /metrics
-(role, generation, lag) and the promotion; every SQS request gets a 503 ServiceUnavailable
-naming the standby state, which every SDK retries. It opens no database while it follows:
-Litestream writes the copy's pages under SQLite, and a reader that stays open would keep
-serving the pages it cached (measured: a connection held across an update saw none of it).
+(role, generation, lag) and the promotion itself; SQS requests and the console are answered from
+a snapshot of the copy behind a read-only door (standby_reads.py): reads answer, every write gets
+a 503 ServiceUnavailable naming the standby state, which every SDK retries.
 
-Promotion (POST PROMOTE_PATH, `queueserver promote`, or SIGUSR1): Litestream stops following,
-SQLite's quick check runs on the copy, the copy takes the next generation, the engine opens on
-it and Litestream replicates it to that generation's path; then the listener's app is replaced
-by the primary's, on the same port, in the same process. A second request answers that the
-server is already the primary (an orchestrator may retry).
+Promotion (POST PROMOTE_PATH, `queueserver promote`, or SIGUSR1): the copy applies what the
+replica holds, Litestream stops following, the snapshots close, SQLite's quick check runs on the
+copy, the copy takes the next generation, the engine opens on it and Litestream replicates it to
+that generation's path; then the listener's app is replaced by the primary's, on the same port,
+in the same process. A second request answers that the server is already the primary (an
+orchestrator may retry).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -29,11 +30,12 @@ from queueserver import errors
 from queueserver.errors import StartupError
 from queueserver.auth import Authenticator, Signed
 from queueserver.extensions import PROMOTE_PATH
-from queueserver.http_body import read_rest, refuse_declared_oversize
+from queueserver.http_body import read_rest, refuse_declared_oversize, replay
 from queueserver.metrics import standby_exposition
 from queueserver.protocol.codecs import HttpResponse, codec_for
 from queueserver.protocol.error_codes import wire_error
 from queueserver.replication.follower import CATCH_UP_SECONDS, Follower, copy_files
+from queueserver.standby_reads import ReadOnlyEngine, Snapshots
 from queueserver.storage.generation import check_and_take
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,13 @@ class Switch:
         await self.app(scope, receive, send)
 
 
+def _operational(scope: dict[str, Any]) -> bool:
+    """/health, /ready, /metrics and the promotion: the standby's own, never the snapshot's."""
+    path, method = scope["path"], scope["method"]
+    return (method == "GET" and path in ("/health", "/ready", "/metrics")) or (method == "POST" and
+                                                                              path == PROMOTE_PATH)
+
+
 def _json(status: int, document: dict[str, Any]) -> HttpResponse:
     return HttpResponse(status, {"content-type": "application/json", "cache-control": "no-store"},
                         json.dumps(document).encode())
@@ -72,8 +81,12 @@ class Standby:
     """The follower, the standby's answers, and the promotion into `open_primary(generation)`'s apps."""
 
     def __init__(self, follower: Follower, db_path: str, body_limit: int,
-                 authenticator: Authenticator | None, open_primary: OpenPrimary) -> None:
+                 authenticator: Authenticator | None, open_primary: OpenPrimary,
+                 open_reader: Callable[[ReadOnlyEngine], ASGIApp]) -> None:
         self.follower = follower
+        self.snapshots = Snapshots(db_path, lambda: follower.status.position if follower.status.following else None,
+                                   open_reader, self._refusal_error)
+        self._refreshing: asyncio.Task | None = None
         self._written: int | None = None  # promoted: the generation written
         self._db_path = db_path
         self._body_limit = body_limit
@@ -83,6 +96,24 @@ class Standby:
         self.promoted = False
         self.main = Switch(self._app)
         self.metrics = Switch(self._metrics_app)
+
+    async def start(self) -> None:
+        await self.follower.start()
+        self._refreshing = asyncio.create_task(self.snapshots.run(), name="standby snapshots")
+
+    async def close(self) -> None:
+        """At shutdown, or at promotion: no more snapshots (the follower is stopped by its owner)."""
+        if self._refreshing is not None:
+            self._refreshing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refreshing
+        await self.snapshots.close()
+
+    def _refusal_error(self) -> errors.SQSError:
+        report = self.follower.report()
+        return errors.ServiceUnavailable(
+            f"this server is a standby following {report.replica} (generation {report.generation}): it answers "
+            "reads only until promoted; retry, or send writes to the primary")
 
     async def promote(self) -> tuple[int, dict[str, Any]]:
         """Take over writing (see the module's docstring); (HTTP status, what to answer)."""
@@ -99,11 +130,12 @@ class Standby:
             log.warning("promotion: stopping Litestream's follow mode at transaction %s (caught up in %.2f s)",
                         self.follower.status.position, time.monotonic() - began)
             await self.follower.stop()
+            await self.close()
             generation = self.follower.generation + 1
             if await asyncio.get_running_loop().run_in_executor(None, self.follower.generation_exists, generation):
                 log.error("promotion refused: the replica already has generation %d; following it again",
                           generation)
-                await self.follower.start()
+                await self.start()
                 return 409, {"role": "standby", "message": f"not promoted: the replica already has generation "
                                                            f"{generation}, written by another promoted server; this "
                                                            "standby follows it now"}
@@ -146,6 +178,10 @@ class Standby:
             return
         if body is None:
             return
+        reader = self.snapshots.app
+        if reader is not None and not _operational(scope):  # an SQS request or the console: the snapshot's
+            await reader(scope, replay(body, receive), send)
+            return
         await _send(send, await self._answer(scope, headers, body, verify=True))
 
     async def _metrics_app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -176,10 +212,7 @@ class Standby:
                 return refused
             status, document = await self.promote()
             return _json(status, document)
-        error = errors.ServiceUnavailable(
-            f"this server is a standby following {report.replica} (generation {report.generation}); it answers SQS "
-            "requests once promoted: retry, or send them to the primary")
-        return codec_for(headers).render_error(str(uuid.uuid4()), error)
+        return codec_for(headers).render_error(str(uuid.uuid4()), self._refusal_error())  # no snapshot yet
 
     def _refusal(self, scope: dict[str, Any], headers: dict[str, str], body: bytes,
                  server_action: str | None) -> HttpResponse | None:

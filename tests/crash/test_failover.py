@@ -48,6 +48,15 @@ def following(endpoint: str) -> dict[str, Any]:
     return wait_for(current, "the standby to follow the replica", timeout=30, interval=0.05)
 
 
+def reads(client: Any) -> str | None:
+    """The queue's URL from a standby, once it answers reads (None while it has no snapshot yet)."""
+    try:
+        return str(client.get_queue_url(QueueName="orders")["QueueUrl"])
+    except botocore.exceptions.ClientError as error:
+        assert error.response["Error"]["Code"] == "ServiceUnavailable", error.response
+        return None
+
+
 def promote(endpoint: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "queueserver", "promote", "--endpoint", endpoint],
                           capture_output=True, text=True, timeout=120, check=False)
@@ -73,6 +82,18 @@ def test_a_promoted_standby_takes_writes_and_a_returning_primary_refuses_them(tm
         assert shown["status"] == "standby" and shown["replication"]["role"] == "standby", shown
         assert shown["replication"]["generation"] == 0 and shown["replication"]["lag_seconds"] == 0, shown
         on_standby = never_retrying_client(standby.endpoint)
+        standby_url = wait_for(lambda: reads(on_standby), "the standby to answer reads from its first snapshot")
+        assert on_standby.list_queues()["QueueUrls"] == [standby_url]
+        shown_counts = on_standby.get_queue_attributes(QueueUrl=standby_url, AttributeNames=["All"])["Attributes"]
+        assert (shown_counts["ApproximateNumberOfMessages"], shown_counts["ApproximateNumberOfMessagesNotVisible"]) \
+            == ("6", "2")
+        assert on_standby.list_queue_tags(QueueUrl=standby_url).get("Tags", {}) == {}
+        for write in (lambda: on_standby.receive_message(QueueUrl=standby_url),
+                      lambda: on_standby.purge_queue(QueueUrl=standby_url),
+                      lambda: on_standby.create_queue(QueueName="another")):
+            with pytest.raises(botocore.exceptions.ClientError) as refused:
+                write()
+            assert refused.value.response["Error"]["Code"] == "ServiceUnavailable"
         with pytest.raises(botocore.exceptions.ClientError) as refused:
             on_standby.send_message(QueueUrl=url, MessageBody="too early")
         assert refused.value.response["Error"]["Code"] == "ServiceUnavailable"
