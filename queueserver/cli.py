@@ -129,7 +129,7 @@ def _restore(args: argparse.Namespace) -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="queueserver-restore-") as folder:
             config = replication.write_config(Path(folder), path, target)
-            point = None if moment is None else points.point_before(points.restore_points(program, config, path),
+            point = None if moment is None else points.point_before(points.restore_points(program, target),
                                                                      moment)
             replication.restore(program, config, path, None if point is None else point.hex_txid)
     finally:
@@ -152,17 +152,12 @@ def _newest_generation(program: str, args: argparse.Namespace) -> Replica:
 
 def _list_points(args: argparse.Namespace) -> int:
     """`restore --list`: one line per point the replica can restore to, oldest first."""
-    import tempfile
-    from pathlib import Path
-
     from queueserver import replication
     from queueserver.replication import points
 
     program = replication.binary()
     target = _newest_generation(program, args)
-    with tempfile.TemporaryDirectory(prefix="queueserver-restore-") as folder:
-        db = os.path.join(folder, "listed.db")  # the config names a database; nothing is written there
-        found = points.restore_points(program, replication.write_config(Path(folder), db, target), db)
+    found = points.restore_points(program, target)
     for point in found:
         print(f"{point.second.isoformat().replace('+00:00', 'Z')}  transaction {point.hex_txid}")
     if not found:

@@ -140,7 +140,7 @@ class Follower(Replicator):
         loop = asyncio.get_running_loop()
         assert self._config is not None
         try:
-            points = await loop.run_in_executor(None, restore_points, self._program, self._config, self._db_path)
+            points = await loop.run_in_executor(None, restore_points, self._program, self._target)
         except StartupError as exc:
             log.warning("promotion: %s; promoting at the copy's position", exc)
             return False
@@ -175,8 +175,7 @@ class Follower(Replicator):
                 newer = generations.generation_replica(self._base, self.generation + 1)
                 if await loop.run_in_executor(None, generations.exists, self._program, newer):
                     await self._follow(self.generation + 1)
-                points = await loop.run_in_executor(None, restore_points, self._program, self._config,
-                                                    self._db_path)
+                points = await loop.run_in_executor(None, restore_points, self._program, self._target)
             except StartupError as exc:
                 log.warning("%s", exc)
             else:

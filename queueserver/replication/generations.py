@@ -15,10 +15,8 @@ a replica of any kind: folder, S3, sftp): one listing per check, no other client
 from __future__ import annotations
 
 import dataclasses
-import tempfile
-from pathlib import Path
 
-from queueserver.replication.litestream import Replica, write_config
+from queueserver.replication.litestream import Replica
 from queueserver.replication.points import restore_points
 from queueserver.replication.supervisor import public_url
 
@@ -35,9 +33,7 @@ def generation_replica(base: Replica, generation: int) -> Replica:
 
 def exists(program: str, target: Replica) -> bool:
     """Whether the replica holds any restore point (StartupError if it cannot be listed)."""
-    with tempfile.TemporaryDirectory(prefix="queueserver-generation-") as folder:
-        db = str(Path(folder) / "listed.db")  # the config names a database; nothing is written there
-        return bool(restore_points(program, write_config(Path(folder), db, target), db))
+    return bool(restore_points(program, target))
 
 
 def newest(program: str, base: Replica) -> int:

@@ -110,14 +110,16 @@ def environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def write_config(folder: Path, db_path: str, target: Replica, socket_path: str | None = None) -> Path:
+def write_config(folder: Path, db_path: str, target: Replica, socket_path: str | None = None,
+                 level: str = "debug") -> Path:
     """Litestream's config for `db_path` and its replica, in `folder` (private: the URL may hold a password).
 
     Logs are JSON at debug level: the supervisor reads the replica's position from them and
-    passes on only the records of level info and above.
+    passes on only the records of level info and above. A command whose output is read as data
+    (`ltx -json`) gets `level` "error": Litestream writes its log records to the same stdout.
     """
     document: dict[str, object] = {
-        "logging": {"level": "debug", "type": "json"},
+        "logging": {"level": level, "type": "json"},
         "dbs": [{"path": db_path, "replicas": [target.entry()]}],
     }
     if socket_path is not None:  # the control socket: `litestream sync -wait` at shutdown

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from queueserver.errors import StartupError
-from queueserver.replication.litestream import environment, last_message
+from queueserver.replication.litestream import Replica, environment, last_message, write_config
 
 
 @dataclass(frozen=True, order=True)
@@ -41,10 +42,14 @@ def parse_moment(text: str) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
-def restore_points(program: str, config: Path, db_path: str) -> list[RestorePoint]:
-    """Every point of the replica in `config`, oldest first (StartupError with Litestream's words)."""
-    done = subprocess.run([program, "ltx", "-config", str(config), "-level", "all", "-json", db_path],
-                          env=environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+def restore_points(program: str, target: Replica) -> list[RestorePoint]:
+    """Every point of the replica `target`, oldest first (StartupError with Litestream's words)."""
+    with tempfile.TemporaryDirectory(prefix="queueserver-points-") as folder:
+        db = str(Path(folder) / "listed.db")  # the config names a database; nothing is written there
+        config = write_config(Path(folder), db, target, level="error")
+        done = subprocess.run([program, "ltx", "-config", str(config), "-level", "all", "-json", db],
+                              env=environment(), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              check=False)
     if done.returncode != 0:
         said = last_message(done.stderr + done.stdout) or f"exit status {done.returncode}"
         raise StartupError(f"cannot list the replica's restore points: {said}")
