@@ -6,7 +6,7 @@ never opens the copy for serving: after the copy moves on (at most every REFRESH
 no more often than SLOWER times what the last snapshot took, so a large database is copied less
 often), SQLite's online backup takes a consistent snapshot of it into a private file (0600), the
 engine opens on that, and the next request is answered from it. The previous snapshot is closed
-and removed CLOSE_AFTER_SECONDS later, after the requests it was answering.
+and removed as soon as the requests it was answering are (none waits long: no receive runs here).
 
 The door: handlers and the console reach the snapshot's engine only through ReadOnlyEngine,
 which passes the calls of READ_CALLS and refuses every other (a call not listed is a write: fail
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 REFRESH_SECONDS = 1.0
 SLOWER = 4  # a snapshot is taken at most once per this many times the last one's duration
-CLOSE_AFTER_SECONDS = 30.0  # a replaced snapshot's requests (none waits long: no receive runs) have ended
+CLOSE_AFTER_SECONDS = 30.0  # the longest a replaced snapshot waits for the requests it is answering
 
 # The engine's calls a standby serves: reads, and what the server's plumbing needs.
 READ_CALLS = frozenset({
@@ -65,8 +65,38 @@ class ReadOnlyEngine:
 Reader = Callable[[Any, Any, Any], Any]  # an ASGI app
 
 
+class _Snapshot:
+    """One snapshot: its engine, its file, its app, and the requests it is answering."""
+
+    def __init__(self, engine: QueueEngine, path: str, app: Reader) -> None:
+        self.engine, self.path, self._app = engine, path, app
+        self._active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self._active += 1
+        self._idle.clear()
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            self._active -= 1
+            if not self._active:
+                self._idle.set()
+
+    async def close(self, wait: bool) -> None:
+        """Closed and removed, once its requests are answered (`wait`; at most CLOSE_AFTER_SECONDS)."""
+        try:
+            if wait:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._idle.wait(), CLOSE_AFTER_SECONDS)
+        finally:
+            await self.engine.close()
+            _remove(self.path)
+
+
 class Snapshots:
-    """The current snapshot's app (None until the first), kept current with the copy by `run()`."""
+    """The current snapshot (its app; None until the first), kept current with the copy by `run()`."""
 
     def __init__(self, copy_path: str, position: Callable[[], int | None],
                  open_app: Callable[[ReadOnlyEngine], Reader], refusal: Callable[[], errors.SQSError]) -> None:
@@ -74,8 +104,7 @@ class Snapshots:
         self._position = position  # the copy's position; None until Litestream has restored it
         self._open_app = open_app
         self._refusal = refusal
-        self.app: Reader | None = None
-        self._current: tuple[QueueEngine, str] | None = None
+        self.app: _Snapshot | None = None
         self._taken_at: int | None = None
         self._count = 0
         self._closing: set[asyncio.Task] = set()
@@ -106,33 +135,25 @@ class Snapshots:
             _remove(path)
             return
         engine = await QueueEngine.open(path, SystemClock())
-        app = self._open_app(ReadOnlyEngine(engine, self._refusal))
-        previous, self._current, self.app, self._taken_at = self._current, (engine, path), app, position
+        previous = self.app
+        self.app, self._taken_at = _Snapshot(engine, path, self._open_app(ReadOnlyEngine(engine, self._refusal))), \
+            position
         if previous is not None:
-            task = asyncio.create_task(_close_later(*previous, CLOSE_AFTER_SECONDS))
+            task = asyncio.create_task(previous.close(wait=True))
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
 
     async def close(self) -> None:
         """No snapshot any more (at promotion and at shutdown): every one closed and removed."""
-        self.app = None
+        current, self.app = self.app, None
         closing = list(self._closing)
         for task in closing:
             task.cancel()
         await asyncio.gather(*closing, return_exceptions=True)
-        current, self._current = self._current, None
         if current is not None:
-            await _close_later(*current, 0)
+            await current.close(wait=False)
         for left in _leftovers(self._copy_path):
             _remove(left)
-
-
-async def _close_later(engine: QueueEngine, path: str, seconds: float) -> None:
-    try:
-        await asyncio.sleep(seconds)
-    finally:
-        await engine.close()
-        _remove(path)
 
 
 def _leftovers(copy_path: str) -> list[str]:

@@ -48,12 +48,14 @@ def following(endpoint: str) -> dict[str, Any]:
     return wait_for(current, "the standby to follow the replica", timeout=30, interval=0.05)
 
 
-def reads(client: Any) -> str | None:
-    """The queue's URL from a standby, once it answers reads (None while it has no snapshot yet)."""
+def reads(client: Any, name: str = "orders") -> str | None:
+    """The queue's URL from a standby, once its snapshot has it (None until then)."""
     try:
-        return str(client.get_queue_url(QueueName="orders")["QueueUrl"])
+        return str(client.get_queue_url(QueueName=name)["QueueUrl"])
     except botocore.exceptions.ClientError as error:
-        assert error.response["Error"]["Code"] == "ServiceUnavailable", error.response
+        code = error.response["Error"]["Code"]
+        assert code in ("ServiceUnavailable", "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"), \
+            error.response
         return None
 
 
@@ -83,11 +85,14 @@ def test_a_promoted_standby_takes_writes_and_a_returning_primary_refuses_them(tm
         assert shown["replication"]["generation"] == 0 and shown["replication"]["lag_seconds"] == 0, shown
         on_standby = never_retrying_client(standby.endpoint)
         standby_url = wait_for(lambda: reads(on_standby), "the standby to answer reads from its first snapshot")
-        assert on_standby.list_queues()["QueueUrls"] == [standby_url]
+        assert on_standby.list_queues()["QueueUrls"] == [standby_url]  # before "later" is created
         shown_counts = on_standby.get_queue_attributes(QueueUrl=standby_url, AttributeNames=["All"])["Attributes"]
         assert (shown_counts["ApproximateNumberOfMessages"], shown_counts["ApproximateNumberOfMessagesNotVisible"]) \
             == ("6", "2")
         assert on_standby.list_queue_tags(QueueUrl=standby_url).get("Tags", {}) == {}
+        sqs.create_queue(QueueName="later", tags={"team": "billing"})  # on the primary: the standby follows
+        later = wait_for(lambda: reads(on_standby, "later"), "a queue created on the primary to show on the standby")
+        assert on_standby.list_queue_tags(QueueUrl=later)["Tags"] == {"team": "billing"}
         for write in (lambda: on_standby.receive_message(QueueUrl=standby_url),
                       lambda: on_standby.purge_queue(QueueUrl=standby_url),
                       lambda: on_standby.create_queue(QueueName="another")):
