@@ -142,8 +142,11 @@ class Standby:
             verdict = await asyncio.get_running_loop().run_in_executor(None, check_and_take, self._db_path,
                                                                        generation)
             if verdict != "ok":
-                log.error("promotion refused: the standby's copy failed SQLite's quick check: %s", verdict)
-                return 500, {"role": "standby", "message": f"not promoted: the copy failed its check: {verdict}"}
+                log.error("promotion refused: the standby's copy failed SQLite's quick check: %s; restoring it "
+                          "again and following", verdict)
+                await self.start()  # every start of the follower restores the copy afresh
+                return 500, {"role": "standby", "message": f"not promoted: the copy failed its check ({verdict}); "
+                                                           "it is restored again"}
             os.remove(copy_files(self._db_path)[-1])  # no longer a copy: a later standby must not remove it
             try:
                 main, metrics = await self._open_primary(generation)

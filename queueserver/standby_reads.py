@@ -122,7 +122,7 @@ class Snapshots:
             began = time.monotonic()
             try:
                 await self._take(position)
-            except Exception as exc:  # noqa: BLE001 - the next round tries again; the old snapshot still answers
+            except Exception as exc:  # noqa: BLE001 - the next refresh tries again; the old snapshot still answers
                 log.warning("could not take a snapshot of the standby's copy: %s", exc)
             wait = max(REFRESH_SECONDS, SLOWER * (time.monotonic() - began))
 
