@@ -8,6 +8,7 @@ lines, exits), never for a fixed time.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import subprocess
@@ -109,6 +110,11 @@ def test_a_promoted_standby_takes_writes_and_a_returning_primary_refuses_them(tm
         assert metrics.value("queueserver_replication_generation") == 0
         for path in (standby.db_path, Path(f"{standby.db_path}-txid")):
             assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        snapshots = list(standby.db_path.parent.glob(f"{standby.db_path.name}.snapshot-*"))
+        assert snapshots  # the one the reads above came from
+        for path in snapshots:
+            with contextlib.suppress(FileNotFoundError):  # one replaced meanwhile is removed
+                assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
 
         lose_the_machine(primary)
         done = promote(standby.endpoint)
