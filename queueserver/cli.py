@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     restore.add_argument("--at", metavar="TIME", help="the database as it was at this time (ISO 8601, UTC unless it "
                                                       "says: 2026-01-01T12:00:00Z): the newest restore point before it")
     restore.add_argument("--list", action="store_true", help="list the restore points the replica holds, restore nothing")
+    restore.add_argument("--generation", type=int, metavar="N", help="the replica generation to read (default: the "
+                                                                     "newest; an older one holds the time before a "
+                                                                     "failover)")
     restore.add_argument("--replica-endpoint", metavar="URL", help="an S3-compatible store's URL (s3:// replicas)")
     restore.add_argument("--replica-key", metavar="FILE", help="the SSH private key (sftp:// replicas)")
     restore.add_argument("--replica-host-key", metavar="FILE", help="the sftp server's public host key")
@@ -141,13 +144,16 @@ def _restore(args: argparse.Namespace) -> None:
 
 
 def _newest_generation(program: str, args: argparse.Namespace) -> Replica:
-    """The replica of --from, at its newest generation (where the latest promoted primary writes)."""
+    """The replica of --from, at --generation, else at its newest (where the latest promoted primary writes)."""
     from queueserver import replication
     from queueserver.replication import generations
 
     base = replication.replica(args.source, args.replica_endpoint, args.replica_key,
                                host_key_path=args.replica_host_key)
-    return generations.generation_replica(base, generations.newest(program, base))
+    if args.generation is not None and args.generation < 0:
+        raise StartupError(f"--generation {args.generation}: expected 0 or more")
+    chosen = generations.newest(program, base) if args.generation is None else args.generation
+    return generations.generation_replica(base, chosen)
 
 
 def _list_points(args: argparse.Namespace) -> int:

@@ -127,6 +127,9 @@ def test_a_promoted_standby_takes_writes_and_a_returning_primary_refuses_them(tm
         done = run_queueserver("restore", "--from", str(replica), "--db", str(restored))
         assert done.returncode == 0 and f"from {(replica / 'gen-1').as_uri()}" in done.stdout, done.stdout
         assert "orders: 9 messages" in done.stdout, done.stdout  # 10 sent, 2 deleted, 1 sent after
+        older = run_queueserver("restore", "--from", str(replica), "--db", str(tmp_path / "gen0.db"),
+                                "--generation", "0")
+        assert older.returncode == 0 and "orders: 8 messages" in older.stdout, older.stdout  # the old primary's
         # Receipt handles of the old primary: valid as after a restart (the key is in the file).
         for message in held:
             new.change_message_visibility(QueueUrl=new_url, ReceiptHandle=message["ReceiptHandle"],
