@@ -20,7 +20,7 @@ import botocore.exceptions
 import pytest
 from support.clients import never_retrying_client
 from support.machine_loss import lose_the_machine, wait_until_replicating
-from support.metrics import health, scrape
+from support.metrics import get, health, scrape
 from support.server import run_queueserver, start_server, try_serve, wait_for
 
 from queueserver.replication.generations import FENCE_SECONDS
@@ -91,6 +91,9 @@ def test_a_promoted_standby_takes_writes_and_a_returning_primary_refuses_them(tm
         assert (shown_counts["ApproximateNumberOfMessages"], shown_counts["ApproximateNumberOfMessagesNotVisible"]) \
             == ("6", "2")
         assert on_standby.list_queue_tags(QueueUrl=standby_url).get("Tags", {}) == {}
+        for page in ("/console/", "/console/server", "/console/queues/us-east-1/000000000000/orders"):
+            status, _, _ = get(standby.endpoint, page)
+            assert status == 200, page
         sqs.create_queue(QueueName="later", tags={"team": "billing"})  # on the primary: the standby follows
         later = wait_for(lambda: reads(on_standby, "later"), "a queue created on the primary to show on the standby")
         assert on_standby.list_queue_tags(QueueUrl=later)["Tags"] == {"team": "billing"}
