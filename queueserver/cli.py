@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from queueserver import __version__
 from queueserver.admin_cli import COMMANDS as ADMIN_COMMANDS
@@ -17,6 +18,9 @@ from queueserver.config import ServerConfig
 from queueserver.config_sources import add_options, load
 from queueserver.errors import ConfigError, CredentialsError, StartupError
 
+if TYPE_CHECKING:
+    from queueserver.replication import Replica
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="queueserver", description="A durable SQS-compatible queue server on SQLite.")
@@ -26,6 +30,16 @@ def _parser() -> argparse.ArgumentParser:
                                 epilog="every option is also a config file key and a QUEUESERVER_* variable "
                                        "(docs: Configuration)")
     add_options(serve)
+    standby = commands.add_parser("standby", help="follow a replica (read-only) until promoted, then serve",
+                                  epilog="takes serve's options; promoted, it replicates to the next generation "
+                                         "of --from (docs: Operations, Failover)")
+    standby.add_argument("--from", dest="standby_from", required=True, metavar="URL",
+                         help="the primary's replica: a folder, file://, s3://BUCKET/PATH or sftp://USER@HOST/PATH")
+    add_options(standby)
+    promote = commands.add_parser("promote", help="make a running standby the primary (an admin request)")
+    promote.add_argument("--endpoint", default="http://127.0.0.1:9324", help="the standby's URL (default %(default)s)")
+    promote.add_argument("--region", default=os.environ.get("AWS_REGION", "us-east-1"),
+                         help="the region its signature names, with credentials on (default: $AWS_REGION, us-east-1)")
     db = os.environ.get("QUEUESERVER_DB", ServerConfig().db_path)  # the server's, in a container too
     backup = commands.add_parser("backup", help="copy the database safely, also while the server runs")
     backup.add_argument("destination", help="the file to write")
@@ -36,7 +50,13 @@ def _parser() -> argparse.ArgumentParser:
                                                   "it; never over an existing database")
     restore.add_argument("--from", dest="source", required=True, metavar="URL",
                          help="the replica: a folder, file://, s3://BUCKET/PATH or sftp://USER@HOST/PATH")
-    restore.add_argument("--db", required=True, help="the database file to create")
+    restore.add_argument("--db", help="the database file to create (not with --list)")
+    restore.add_argument("--at", metavar="TIME", help="the database as it was at this time (ISO 8601, UTC unless it "
+                                                      "says: 2026-01-01T12:00:00Z): the newest restore point before it")
+    restore.add_argument("--list", action="store_true", help="list the restore points the replica holds, restore nothing")
+    restore.add_argument("--generation", type=int, metavar="N", help="the replica generation to read (default: the "
+                                                                     "newest; an older one holds the time before a "
+                                                                     "failover)")
     restore.add_argument("--replica-endpoint", metavar="URL", help="an S3-compatible store's URL (s3:// replicas)")
     restore.add_argument("--replica-key", metavar="FILE", help="the SSH private key (sftp:// replicas)")
     restore.add_argument("--replica-host-key", metavar="FILE", help="the sftp server's public host key")
@@ -52,8 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # refused with the command's own usage, which lists what it takes (exit 2)
         _command_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command == "serve":
+    if args.command in ("serve", "standby"):
         return _serve(args)
+    if args.command == "promote":
+        from queueserver.promote_client import promote
+
+        return promote(args.endpoint, args.region)
     if args.command in ADMIN_COMMANDS:
         return run_admin(args)
     logging.basicConfig(level=getattr(args, "log_level", "warning").upper(), stream=sys.stderr,
@@ -65,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     from queueserver.storage import admin
 
     try:
+        if args.command == "restore" and args.list:
+            return _list_points(args)
         if args.command == "restore":
             _restore(args)
         if args.command == "backup":
@@ -95,14 +121,17 @@ def _restore(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from queueserver import replication
+    from queueserver.replication import points
     from queueserver.storage.sqlite_file import lock_file, make_private, sync_folder
 
+    if args.db is None:
+        raise StartupError("restore needs --db PATH, the database file to create")
     if os.path.islink(args.db):  # even a dangling one: the restore would land wherever it points
         raise StartupError(f"{args.db} is a symbolic link: restore creates a new file at a path that is not one")
     path = os.path.realpath(args.db)
-    target = replication.replica(args.source, args.replica_endpoint, args.replica_key,
-                                 host_key_path=args.replica_host_key)
     program = replication.binary()
+    target = _newest_generation(program, args)
+    moment = None if args.at is None else points.parse_moment(args.at)
     for leftover in (path, f"{path}-wal", f"{path}-shm"):
         if os.path.lexists(leftover):
             if leftover == path:
@@ -112,20 +141,55 @@ def _restore(args: argparse.Namespace) -> None:
     private = os.umask(0o077)  # Litestream creates the files: readable by this user alone, whatever its umask
     try:
         with tempfile.TemporaryDirectory(prefix="queueserver-restore-") as folder:
-            replication.restore(program, replication.write_config(Path(folder), path, target), path)
+            config = replication.write_config(Path(folder), path, target)
+            point = None if moment is None else points.point_before(points.restore_points(program, target),
+                                                                     moment)
+            replication.restore(program, config, path, None if point is None else point.hex_txid)
     finally:
         os.umask(private)
     make_private(path)
     sync_folder(path)
-    print(f"restored {path} from {replication.public_url(target.url)}")
+    when = "" if point is None else f" as it was at {point.second.isoformat()} (transaction {point.hex_txid})"
+    print(f"restored {path} from {replication.public_url(target.url)}{when}")
+
+
+def _newest_generation(program: str, args: argparse.Namespace) -> Replica:
+    """The replica of --from, at --generation, else at its newest (where the latest promoted primary writes)."""
+    from queueserver import replication
+    from queueserver.replication import generations
+
+    base = replication.replica(args.source, args.replica_endpoint, args.replica_key,
+                               host_key_path=args.replica_host_key)
+    if args.generation is not None and args.generation < 0:
+        raise StartupError(f"--generation {args.generation}: expected 0 or more")
+    chosen = generations.newest(program, base) if args.generation is None else args.generation
+    return generations.generation_replica(base, chosen)
+
+
+def _list_points(args: argparse.Namespace) -> int:
+    """`restore --list`: one line per point the replica can restore to, oldest first."""
+    from queueserver import replication
+    from queueserver.replication import points
+
+    program = replication.binary()
+    target = _newest_generation(program, args)
+    found = points.restore_points(program, target)
+    for point in found:
+        print(f"{point.second.isoformat().replace('+00:00', 'Z')}  transaction {point.hex_txid}")
+    if not found:
+        print(f"no restore points in {replication.public_url(target.url)}")
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
     """Exit 2 with one line on stderr if the settings, the config file or the database cannot be used."""
     from queueserver.server import run
 
+    options = dict(vars(args))
+    if options.pop("standby_from", None) is not None:  # a standby follows --from, and replicates there promoted
+        options["replicate"] = args.standby_from
     try:
-        config = load(vars(args), os.environ)
+        config = load(options, os.environ)
     except ConfigError as exc:
         print(f"queueserver: {exc}", file=sys.stderr)
         return 2
@@ -140,7 +204,7 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        run(config)
+        run(config, standby=args.command == "standby")
     except CredentialsError as exc:
         print(f"queueserver: credentials file {config.credentials_path}: {exc}", file=sys.stderr)
         return 2

@@ -10,3 +10,6 @@ CREATE_SUBSCRIPTION_ACTION = "QueueserverCreateSubscription"
 DELETE_SUBSCRIPTION_ACTION = "QueueserverDeleteSubscription"
 LIST_SUBSCRIPTIONS_ACTION = "QueueserverListSubscriptions"
 MAX_SUBSCRIPTIONS = 100  # per queue, by default (--max-subscriptions)
+
+# The admin request that promotes a standby to primary (queueserver/standby.py, `queueserver promote`).
+PROMOTE_PATH = "/_queueserver/promote"

@@ -290,7 +290,15 @@ def _request_families(by_action: list[tuple[tuple[str, int], Histogram]]) -> Ite
 
 
 def _replication_families(report: ReplicationReport) -> Iterator[Metric]:
-    """Only with --replicate: how far behind the replica is (replication/status.py says how it is read)."""
+    """Only with --replicate (or a standby): the role, the generation, how far behind the replica (or the
+    standby's copy) is (replication/status.py and follower.py say how it is read)."""
+    role = GaugeMetricFamily("queueserver_role", "1 for the role this server has now: primary (writes, "
+                             "replicates) or standby (follows the replica, read-only).", labels=["role"])
+    role.add_metric([report.role], 1)
+    yield role
+    yield GaugeMetricFamily("queueserver_replication_generation", "The replica generation this server writes "
+                            "(primary) or follows (standby); a promotion writes the next one.",
+                            value=report.generation)
     yield GaugeMetricFamily("queueserver_replication_up", "1 while Litestream runs beside the server.",
                             value=1 if report.running else 0)
     if report.lag_seconds is not None:
@@ -309,3 +317,9 @@ def _replication_families(report: ReplicationReport) -> Iterator[Metric]:
         yield GaugeMetricFamily("queueserver_replication_last_error_timestamp_seconds", "When the last "
                                 "replication error was logged (the message: GET /ready).",
                                 value=report.last_error[0])
+
+
+def standby_exposition(report: ReplicationReport, accept: str) -> tuple[bytes, str]:
+    """/metrics of a standby, which has no database open: its role, generation and lag only."""
+    encoder, content_type = choose_encoder(accept)
+    return encoder(_Families(lambda: _replication_families(report))), content_type

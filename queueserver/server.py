@@ -22,14 +22,12 @@ import uvicorn
 
 from queueserver.app import ASGIApp, create_apps
 from queueserver.auth import Authenticator, CredentialStore
-from queueserver.clock import Clock, ManualClock, SystemClock
 from queueserver.config import ServerConfig
 from queueserver.errors import ConfigError, StartupError
 from queueserver.queue_setup import apply_queues
-from queueserver.replication import Replicator, replica
+from queueserver.roles import Roles, open_primary, standby_for
 from queueserver.http_guard import ConnectionGate, ForwardedShare, GuardedHttpProtocol, tls_protocol
 from queueserver.logs import use_format
-from queueserver.storage import QueueEngine
 from queueserver.tallies import ConnectionTally
 
 log = logging.getLogger(__name__)
@@ -105,10 +103,10 @@ class _Server(uvicorn.Server):
     so its connections count against --max-connections and obey the same head, body and idle limits.
     """
 
-    def __init__(self, config: uvicorn.Config, engine: QueueEngine, host: str, scheme: str,
+    def __init__(self, config: uvicorn.Config, begin_shutdown: Callable[[], None], host: str, scheme: str,
                  metrics: tuple[tuple[str, int], Callable[..., Any]] | None = None) -> None:
         super().__init__(config)
-        self._engine = engine
+        self._begin_shutdown = begin_shutdown
         self._host = host
         self._loop: asyncio.AbstractEventLoop | None = None
         self._scheme = scheme
@@ -143,7 +141,7 @@ class _Server(uvicorn.Server):
         # The handler runs between two bytecodes of whatever the loop's thread was doing (say,
         # between a notify's done() and set_result()); the shutdown itself runs as a loop step.
         if self._loop is not None:  # None: a signal before serving began; nobody waits yet
-            self._loop.call_soon_threadsafe(self._engine.begin_shutdown)
+            self._loop.call_soon_threadsafe(self._begin_shutdown)
 
 
 def _tls_context(config: ServerConfig) -> ssl.SSLContext | None:
@@ -268,76 +266,53 @@ async def _watch_credentials(store: CredentialStore) -> None:
         loop.remove_signal_handler(signal.SIGHUP)
 
 
-def _replicator(config: ServerConfig) -> Replicator | None:
-    """Litestream's supervisor for --replicate (StartupError now if the extra or a setting is missing)."""
-    if config.replicate is None:
-        for name in ("replica_endpoint", "replica_key", "replica_host_key"):
-            if getattr(config, name) is not None:
-                raise StartupError(f"--{name.replace('_', '-')} is for a replica: give --replicate URL too")
-        return None
-    target = replica(config.replicate, config.replica_endpoint, config.replica_key, config.replica_sync_interval,
-                     config.replica_host_key)
-    return Replicator(os.path.realpath(config.db_path), target)
-
-
-def _checkpoints_follow(engine: QueueEngine) -> Callable[[bool], None]:
-    """While Litestream runs it checkpoints the WAL, and the server's connection does not (replication/)."""
-    pending: set[asyncio.Task] = set()
-
-    def done(task: asyncio.Task, running: bool) -> None:
-        pending.discard(task)
-        if task.cancelled():
-            return
-        if task.exception() is not None:
-            log.warning("could not switch the server's own checkpoints: %s", task.exception())
-        elif running:
-            log.info("Litestream runs: it checkpoints the WAL, the server's own checkpoints are off")
-        else:
-            log.warning("Litestream is down: the server checkpoints the WAL itself until it is back")
-
-    def on_running(running: bool) -> None:
-        if engine.health.stopping:
-            return
-        task = asyncio.ensure_future(engine.checkpoint_at_commit(not running))
-        pending.add(task)
-        task.add_done_callback(functools.partial(done, running=running))
-
-    return on_running
-
-
-async def serve(config: ServerConfig) -> None:
+async def serve(config: ServerConfig, standby: bool = False) -> None:
+    """Serve as the primary; or, `standby`, follow the replica of --replicate until promoted."""
     # Read before the database opens, so a broken file stops the start and touches nothing.
     store = CredentialStore(config.credentials_path) if config.credentials_path is not None else None
+    authenticator = Authenticator(store) if store is not None else None
     trusted_proxies = _trusted_proxies(config)
     tls = _tls_context(config)
-    replicator = _replicator(config)
     listeners = _listen(config)
     _allow_descriptors(config)
     _return_large_blocks()
-    clock: Clock = ManualClock() if config.test_clock else SystemClock()
-    try:
-        engine = await QueueEngine.open(
-            config.db_path, clock, enforce_cooldowns=config.enforce_cooldowns,
-            in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit,
-            counts_max_age=config.counts_max_age, max_subscriptions=config.max_subscriptions)
-    except BaseException:
-        for sock in listeners:
-            sock.close()
-        raise
+    roles = Roles()
+    connections = ConnectionTally()
+    server: list[_Server] = []
+
+    def fenced(why: str) -> None:
+        roles.fenced = why
+        log.error("refusing writes and stopping: %s", why)
+        if server:
+            server[0].should_exit = True
+
+    async def open_apps(generation: int | None) -> tuple[ASGIApp, ASGIApp]:
+        engine = await open_primary(config, roles, generation, fenced)
+        await apply_queues(engine, config.queues, config.region)
+        return create_apps(config, engine, authenticator, connections,
+                           roles.replicator.report if roles.replicator is not None else None)
+
+    if standby:
+        os.umask(0o077)  # the copy Litestream writes, and all the server writes once promoted: 0600
+        def open_reader(engine: Any) -> ASGIApp:  # a snapshot's read-only engine (standby_reads.py)
+            report = roles.standby.follower.report if roles.standby is not None else None
+            return create_apps(config, engine, authenticator, connections, report)[0]
+
+        standby_role = roles.standby = standby_for(config, authenticator, open_apps, open_reader)
+        engine_apps: tuple[ASGIApp, ASGIApp] = (standby_role.main, standby_role.metrics)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGUSR1, lambda: asyncio.ensure_future(standby_role.promote()))
     _log_access(config, store)
     if trusted_proxies:
         log.info("X-Forwarded-For and X-Forwarded-Proto are believed from %s (--trusted-proxy)",
                  ", ".join(trusted_proxies))
     watcher = asyncio.create_task(_watch_credentials(store)) if store is not None else None
     try:
-        if replicator is not None:
-            replicator.on_running = _checkpoints_follow(engine)
-            engine.guard_write_backs(replicator.paused)
-            engine.health.watch_task(await replicator.start(), "the Litestream supervisor")
-        await apply_queues(engine, config.queues, config.region)
-        connections = ConnectionTally()
-        app, metrics_app = create_apps(config, engine, Authenticator(store) if store is not None else None,
-                                       connections, replicator.report if replicator is not None else None)
+        if roles.standby is not None:
+            await roles.standby.start()
+        else:
+            engine_apps = await open_apps(None)
+        app, metrics_app = engine_apps
         gate = ConnectionGate(config.max_connections, connections, config.connections_per_address, trusted_proxies)
         metrics_address = config.metrics_address
         # Start-up objects live for the whole run: keep the collector from scanning them again
@@ -357,8 +332,9 @@ async def serve(config: ServerConfig) -> None:
             log_config=None if config.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         )
         metrics = (metrics_address, _protocols(config, gate, tls, metrics_app)) if metrics_address else None
-        await _Server(uvicorn_config, engine, config.host, "https" if tls is not None else "http",
-                      metrics).serve(sockets=listeners)
+        server.append(_Server(uvicorn_config, roles.begin_shutdown, config.host,
+                              "https" if tls is not None else "http", metrics))
+        await server[0].serve(sockets=listeners)
     finally:
         if watcher is not None:
             watcher.cancel()
@@ -366,17 +342,16 @@ async def serve(config: ServerConfig) -> None:
                 await watcher
         for sock in listeners:  # uvicorn closes them too, once it has served on them
             sock.close()
-        await engine.close()
-        log.info("database closed")
-        if replicator is not None:  # last: it uploads what the final commits wrote
-            await replicator.stop()
+        await roles.close()
+    if roles.fenced is not None:
+        raise StartupError(roles.fenced)
 
 
-def run(config: ServerConfig) -> None:
+def run(config: ServerConfig, standby: bool = False) -> None:
     use_format(config.log_format)
     try:
         import uvloop
     except ImportError:  # uvloop is not on every platform; asyncio works, slower
-        asyncio.run(serve(config))
+        asyncio.run(serve(config, standby))
     else:
-        uvloop.run(serve(config))
+        uvloop.run(serve(config, standby))

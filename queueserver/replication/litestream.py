@@ -113,14 +113,16 @@ def environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def write_config(folder: Path, db_path: str, target: Replica, socket_path: str | None = None) -> Path:
+def write_config(folder: Path, db_path: str, target: Replica, socket_path: str | None = None,
+                 level: str = "debug") -> Path:
     """Litestream's config for `db_path` and its replica, in `folder` (private: the URL may hold a password).
 
     Logs are JSON at debug level: the supervisor reads the replica's position from them and
-    passes on only the records of level info and above.
+    passes on only the records of level info and above. A command whose output is read as data
+    (`ltx -json`) gets `level` "error": Litestream writes its log records to the same stdout.
     """
     document: dict[str, object] = {
-        "logging": {"level": "debug", "type": "json"},
+        "logging": {"level": level, "type": "json"},
         "dbs": [{"path": db_path, "replicas": [target.entry()]}],
     }
     if socket_path is not None:  # the control socket: `litestream sync -wait` at shutdown
@@ -132,16 +134,18 @@ def write_config(folder: Path, db_path: str, target: Replica, socket_path: str |
     return path
 
 
-def restore(program: str, config: Path, db_path: str) -> None:
-    """Rebuild `db_path` from the replica in `config`, or raise StartupError with Litestream's words."""
-    done = subprocess.run([program, "restore", "-config", str(config), db_path], env=environment(),
+def restore(program: str, config: Path, db_path: str, txid: str | None = None) -> None:
+    """Rebuild `db_path` from the replica in `config` (as it was after transaction `txid`, a hex id, if
+    given), or raise StartupError with Litestream's words."""
+    at = ["-txid", txid] if txid is not None else []
+    done = subprocess.run([program, "restore", "-config", str(config), *at, db_path], env=environment(),
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not os.path.exists(db_path):
-        said = _last_message(done.stderr + done.stdout) or f"exit status {done.returncode}"
+        said = last_message(done.stderr + done.stdout) or f"exit status {done.returncode}"
         raise StartupError(f"restore failed: {said}")
 
 
-def _last_message(output: str) -> str:
+def last_message(output: str) -> str:
     """The last thing Litestream said, without its JSON envelope."""
     for line in reversed(output.strip().splitlines()):
         try:

@@ -36,9 +36,11 @@ class ReplicationReport:
     errors: int
     last_error: tuple[float, str] | None  # (epoch seconds, what Litestream or the supervisor said)
     supervisor_failures: int = 0  # times the supervisor itself failed and was started again
+    role: str = "primary"  # or "standby": following the replica rather than writing it
+    generation: int = 0  # of the replica written or followed (replication/generations.py)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"replica": self.replica, "running": self.running, "lag_seconds": self.lag_seconds,
+        return {"role": self.role, "generation": self.generation, "replica": self.replica, "running": self.running, "lag_seconds": self.lag_seconds,
                 "transactions_behind": self.transactions_behind, "restarts": self.restarts,
                 "errors": self.errors, "last_error": None if self.last_error is None else {
                     "at": self.last_error[0], "message": self.last_error[1]},
@@ -75,6 +77,7 @@ class ReplicationStatus:
         self.errors = 0
         self.supervisor_failures = 0
         self.last_error: tuple[float, str] | None = None
+        self.generation = 0
         self._monotonic = monotonic
         self._wall = wall
         self._replica_txid: int | None = None
@@ -132,4 +135,4 @@ class ReplicationStatus:
             lag = max(lag or 0.0, quiet)
         lag = None if lag is None else round(lag, 3)
         return ReplicationReport(self.replica, self._running, lag, behind, self.restarts, self.errors,
-                                 self.last_error, self.supervisor_failures)
+                                 self.last_error, self.supervisor_failures, generation=self.generation)

@@ -125,6 +125,8 @@ class BoundedLines:
 class Replicator:
     """Runs `litestream replicate` for one database; `report()` says how far behind the replica is."""
 
+    uses_socket = True  # Litestream's control socket, for the last upload at shutdown
+
     def __init__(self, db_path: str, target: Replica, program: str | None = None) -> None:
         self._program = program or binary()  # StartupError now, before anything starts, if it is missing
         self._db_path = db_path
@@ -142,6 +144,15 @@ class Replicator:
         self._resumed = asyncio.Event()
         self._resumed.set()
         self._woken = asyncio.Event()  # ends a backoff early (a resume, a stop)
+        self.silence_seconds: float | None = SILENCE_SECONDS  # None: it may be silent (a follower, idle)
+
+    @property
+    def program(self) -> str:
+        return self._program
+
+    @property
+    def target(self) -> Replica:
+        return self._target
 
     def report(self) -> ReplicationReport:
         return self.status.report()
@@ -149,13 +160,13 @@ class Replicator:
     async def start(self) -> asyncio.Task:
         """Start Litestream and its supervision; the task is for the caller's health watch."""
         self._loop = asyncio.get_running_loop()
+        self._stopping = False  # a follower is started again after a refused promotion
         remove_left_behind(Path(tempfile.gettempdir()))
         self._folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
         (self._folder / OWNER_FILE).write_text(str(os.getpid()))
-        self._socket = str(self._folder / "control.sock")
+        self._socket = str(self._folder / "control.sock") if self.uses_socket else None
         self._config = write_config(self._folder, self._db_path, self._target, self._socket)
-        log.info("replicating %s to %s with Litestream (uploads every %g s)", self._db_path, self.status.replica,
-                 self._target.sync_interval)
+        log.info("%s", self._describe())
         self._task = asyncio.create_task(self._supervise_for_good(), name="litestream supervisor")
         return self._task
 
@@ -164,7 +175,7 @@ class Replicator:
         self._stopping = True
         self._woken.set()
         self._resumed.set()
-        if self._proc is not None and self._proc.returncode is None:
+        if self._proc is not None and self._proc.returncode is None and self._socket is not None:
             await self._last_upload()
         await self._end_child()
         if self._task is not None:
@@ -236,11 +247,23 @@ class Replicator:
                 await asyncio.wait_for(self._woken.wait(), backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
 
-    async def _run_once(self) -> int | None:
+    def _describe(self) -> str:
+        return (f"replicating {self._db_path} to {self.status.replica} with Litestream (uploads every "
+                f"{self._target.sync_interval:g} s)")
+
+    def _argv(self) -> list[str]:
+        """The Litestream command this supervisor runs."""
         assert self._config is not None
+        return [self._program, "replicate", "-config", str(self._config)]
+
+    def _before_run(self) -> None:
+        """Called before each start of Litestream (a follower clears a copy it cannot resume)."""
+
+    async def _run_once(self) -> int | None:
+        self._before_run()
         try:
             proc = await asyncio.create_subprocess_exec(
-                self._program, "replicate", "-config", str(self._config), stdin=asyncio.subprocess.DEVNULL,
+                *self._argv(), stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=environment(),
                 start_new_session=True, preexec_fn=_end_with_the_server)
         except OSError as exc:
@@ -254,9 +277,9 @@ class Replicator:
             lines = BoundedLines(proc.stdout)
             while True:
                 try:
-                    line = await asyncio.wait_for(lines.next(), SILENCE_SECONDS)
+                    line = await asyncio.wait_for(lines.next(), self.silence_seconds)
                 except asyncio.TimeoutError:  # hung: its read transaction would also pin the WAL
-                    log.error("Litestream said nothing for %g s; killing it", SILENCE_SECONDS)
+                    log.error("Litestream said nothing for %g s; killing it", self.silence_seconds)
                     with contextlib.suppress(ProcessLookupError):
                         proc.kill()
                     break

@@ -59,7 +59,8 @@ class QueueServer:
                  account_id: str | None = DEFAULT_ACCOUNT, test_clock: bool = True,
                  extra_args: Sequence[str] = (), ready_timeout: float = 15.0,
                  log_path: str | os.PathLike[str] | None = None, run_under: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, command: str = "serve") -> None:
+        self._command = command  # or "standby" (with extra_args "--from", URL): a standby until promoted
         self._own_dir = None if db_path is not None else Path(tempfile.mkdtemp(prefix="queueserver-"))
         self.db_path = Path(db_path) if db_path is not None else self._own_dir / "queueserver.db"  # type: ignore[operator]
         self.log_path = Path(log_path) if log_path is not None else self.db_path.with_name(self.db_path.name + ".log")
@@ -112,7 +113,7 @@ class QueueServer:
 
     def _argv(self) -> list[str]:
         port = self._endpoint.rsplit(":", 1)[1] if self._endpoint else "0"
-        return [sys.executable, "-m", "queueserver", "serve", "--host", "127.0.0.1", "--port", port,
+        return [sys.executable, "-m", "queueserver", self._command, "--host", "127.0.0.1", "--port", port,
                 "--db", str(self.db_path), *self._settings]
 
     def start(self) -> QueueServer:

@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "send-index": ("bench.send_index", "what each index on messages costs a send"),
     "many-queues": ("bench.many_queues", "100,000 queues: creation, sends, listing, memory"),
     "replication": ("bench.replication", "restore time of a million messages from a replica"),
+    "failover": ("bench.failover", "RTO and RPO of a standby promoted when its primary dies under load"),
     "startup": ("bench.startup", "how long a server takes to answer after it is started"),
 }
 

@@ -54,6 +54,7 @@ def test_the_server_page_shows_replication_off_or_its_replica_and_lag(tmp_path: 
     with running(tmp_path / "plain.db") as server:
         page.goto(server.endpoint + "/console/server")
         expect(page.locator("#replication")).to_have_text("off")
+        expect(page.locator("#role")).to_have_text("primary (not replicating)")
     with running(tmp_path / "replicated.db", "--replicate", str(tmp_path / "replica")) as server:
         wait_until_replicating(server)  # Litestream has reported the replica's position
         page.goto(server.endpoint + "/console/server")
@@ -61,3 +62,4 @@ def test_the_server_page_shows_replication_off_or_its_replica_and_lag(tmp_path: 
         expect(page.locator("#replication .ok")).to_have_text("Litestream running")
         expect(page.locator("#replication")).to_contain_text(" transactions and ")
         expect(page.locator("#replication")).to_contain_text("s behind; 0 restarts")
+        expect(page.locator("#role")).to_have_text("primary, replica generation 0")
