@@ -40,7 +40,8 @@ from queueserver.storage.generation import check_and_take
 
 log = logging.getLogger(__name__)
 
-GET_METRICS = "queueserver:GetMetrics"  # as app.py: /metrics names every account's queues
+# The standby's own routes, each with the door's rules it passes (auth/door.py: STANDBY_ROUTE_DOORS).
+STANDBY_ROUTES = frozenset({"GET /health", "GET /ready", "GET /metrics", f"POST {PROMOTE_PATH}"})
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 OpenPrimary = Callable[[int], Awaitable[tuple[ASGIApp, ASGIApp]]]
 
@@ -60,9 +61,7 @@ class Switch:
 
 def _operational(scope: dict[str, Any]) -> bool:
     """/health, /ready, /metrics and the promotion: the standby's own, never the snapshot's."""
-    path, method = scope["path"], scope["method"]
-    return (method == "GET" and path in ("/health", "/ready", "/metrics")) or (method == "POST" and
-                                                                              path == PROMOTE_PATH)
+    return f"{scope['method']} {scope['path']}" in STANDBY_ROUTES
 
 
 def _json(status: int, document: dict[str, Any]) -> HttpResponse:
@@ -201,16 +200,17 @@ class Standby:
         report = self.follower.report()
         if method == "GET" and path == "/health":
             return _json(200, {"status": "ok"})
-        if method == "GET" and path == "/ready":
-            return _json(503, {"status": "standby", "replication": report.as_dict()})
+        if method == "GET" and path == "/ready":  # the replica's URL and errors only to whom may see metrics
+            detailed = not verify or self._refusal(scope, headers, body, "GET /ready details") is None
+            return _json(503, {"status": "standby", **({"replication": report.as_dict()} if detailed else {})})
         if method == "GET" and path == "/metrics":
-            refused = self._refusal(scope, headers, body, GET_METRICS) if verify else None
+            refused = self._refusal(scope, headers, body, "GET /metrics") if verify else None
             if refused is not None:
                 return refused
             exposition, content_type = standby_exposition(report, headers.get("accept", ""))
             return HttpResponse(200, {"content-type": content_type}, exposition)
         if method == "POST" and path == PROMOTE_PATH:
-            refused = self._refusal(scope, headers, body, None)
+            refused = self._refusal(scope, headers, body, f"POST {PROMOTE_PATH}")
             if refused is not None:
                 return refused
             status, document = await self.promote()
@@ -218,8 +218,8 @@ class Standby:
         return codec_for(headers).render_error(str(uuid.uuid4()), self._refusal_error())  # no snapshot yet
 
     def _refusal(self, scope: dict[str, Any], headers: dict[str, str], body: bytes,
-                 server_action: str | None) -> HttpResponse | None:
-        """With credentials on: a valid signature, and `server_action` allowed (None: an admin key)."""
+                 way: str) -> HttpResponse | None:
+        """With credentials on: a valid signature, and the door's rule of `way` (auth/door.py) passed."""
         if self._authenticator is None:
             return None
         signed = Signed(scope["method"], scope["path"], scope.get("query_string", b"").decode("latin-1"), headers,
@@ -227,11 +227,7 @@ class Standby:
         now_ms = time.time_ns() // 1_000_000
         try:
             caller = self._authenticator.authenticate(signed, now_ms, (scope.get("client") or ("", 0))[0])
-            if server_action is not None:
-                caller.authorize_server_action(server_action)
-            elif not caller.key.admin:
-                raise errors.AccessDenied(f"User: {caller.key.arn} is not authorized to promote this standby: only a "
-                                          "key marked admin = true in the credentials file may")
+            caller.admit_server(way)
         except errors.SQSError as error:
             return _json(wire_error(error).status, {"code": wire_error(error).query_code, "message": error.message})
         return None

@@ -136,6 +136,8 @@ SERVER_RULES: dict[str, Rule] = {
     "GET /favicon.ico": Rule((), NO_KEY),
     "GET /_queueserver/clock": Rule((), ANY_KEY),
     "POST /_queueserver/clock": Rule((), ADMIN_ONLY),
+    "POST /_queueserver/promote": Rule((), ADMIN_ONLY, note="a standby's promotion (and a repeated one, answered "
+                                                            "by the promoted server)"),
 }
 
 DOOR: dict[str, Rule] = {**SQS_RULES, **CONSOLE_RULES, **SERVER_RULES}
@@ -162,6 +164,15 @@ CONSOLE_ROUTE_DOORS: dict[str, tuple[str, ...]] = {
     "/queues/{region}/{account}/{name}/{action}": ("console send", "console purge", "console delete",
                                                    "console delete subscription", "console redrive",
                                                    "console cancel", "console subscribe"),
+}
+
+
+# A standby's own routes (standby.py: `STANDBY_ROUTES`), beside the snapshot's app, whose routes are ROUTE_DOORS'.
+STANDBY_ROUTE_DOORS: dict[str, tuple[str, ...]] = {
+    "GET /health": ("GET /health",),
+    "GET /ready": ("GET /ready", "GET /ready details"),
+    "GET /metrics": ("GET /metrics",),
+    "POST /_queueserver/promote": ("POST /_queueserver/promote",),
 }
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 
 from queueserver.app import ROUTES
 from queueserver.auth.door import (CONSOLE_ROUTE_DOORS, CONSOLE_RULES, DOOR, ROUTE_DOORS, SQS_RULES,
-                                   reference_table, rule_of)
+                                   STANDBY_ROUTE_DOORS, reference_table, rule_of)
 from queueserver.console.actions import FORM_ACTIONS
 from queueserver.protocol.dispatch import ACTIONS
 from queueserver.protocol.door import ASKED_STEPS, OPEN_DOORS, RESOLVERS
+from queueserver.standby import STANDBY_ROUTES
 
 PACKAGE = Path(__file__).resolve().parents[2] / "queueserver"
 
@@ -56,6 +57,12 @@ def test_every_route_of_the_app_and_of_the_console_names_its_rules() -> None:
         assert all(name in CONSOLE_RULES for name in names), path
     forms = {name for names in CONSOLE_ROUTE_DOORS.values() for name in names}
     assert sorted(set(CONSOLE_RULES) - forms) == [], "console rules no route uses"
+
+
+def test_every_route_a_standby_answers_itself_names_its_rules() -> None:
+    assert sorted(STANDBY_ROUTES ^ set(STANDBY_ROUTE_DOORS)) == [], "standby routes without their door"
+    for route, names in STANDBY_ROUTE_DOORS.items():
+        assert names and all(name in DOOR for name in names), route
 
 
 def test_no_handler_asks_the_evaluator_itself() -> None:
