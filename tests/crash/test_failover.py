@@ -18,6 +18,7 @@ from typing import Any
 
 import botocore.exceptions
 import pytest
+from support.auth import presign
 from support.clients import never_retrying_client
 from support.machine_loss import lose_the_machine, wait_until_replicating
 from support.metrics import get, health, scrape
@@ -39,10 +40,13 @@ def start_standby(db: Path, replica: Path, log_dir: Path) -> QueueServer:
     return standby.start()
 
 
-def following(endpoint: str) -> dict[str, Any]:
-    """/ready of a standby once its copy holds everything the replica has."""
+def following(endpoint: str, key_id: str | None = None) -> dict[str, Any]:
+    """/ready of a standby once its copy holds everything the replica has (with credentials on, signed by
+    `key_id`, a key allowed queueserver:GetMetrics: to others /ready says only its state)."""
+    path = "/ready" if key_id is None else presign(endpoint + "/ready", key_id, 60)[len(endpoint):]
+
     def current() -> dict[str, Any] | None:
-        status, body = health(endpoint, "/ready")
+        status, body = health(endpoint, path)
         shown = body.get("replication", {})
         return body if status == 503 and shown.get("transactions_behind") == 0 else None
 
@@ -208,11 +212,12 @@ def test_with_credentials_on_only_an_admin_key_promotes_and_a_scraper_reads_the_
                            log_dir=tmp_path)
     standby: QueueServer | None = None
     try:
-        wait_until_replicating(primary)
+        wait_until_replicating(primary, key_id="AKIDSCRAPER")
         standby = QueueServer(tmp_path / "standby.db", test_clock=False, command="standby",
                               extra_args=("--from", str(replica), "--credentials", str(credentials)),
                               log_path=tmp_path / "standby.log", ready_timeout=30).start()
-        following(standby.endpoint)
+        following(standby.endpoint, "AKIDSCRAPER")
+        assert health(standby.endpoint, "/ready") == (503, {"status": "standby"})  # unsigned: no replica named
 
         def promote_as(key_id: str | None) -> subprocess.CompletedProcess[str]:
             env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}

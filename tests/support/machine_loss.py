@@ -69,19 +69,25 @@ class LossFigures:
         ])
 
 
-def replication(endpoint: str) -> dict[str, object]:
-    """The `replication` object of GET /ready."""
-    with urllib.request.urlopen(f"{endpoint}/ready", timeout=10) as response:
+def replication(endpoint: str, key_id: str | None = None) -> dict[str, object]:
+    """The `replication` object of GET /ready (with credentials on, signed by `key_id`, a key allowed
+    queueserver:GetMetrics: to others /ready says only ready or not)."""
+    url = f"{endpoint}/ready"
+    if key_id is not None:
+        from support.auth import presign
+
+        url = presign(url, key_id, 60)
+    with urllib.request.urlopen(url, timeout=10) as response:
         return dict(json.loads(response.read())["replication"])
 
 
-def wait_until_replicating(server: Server, timeout: float = READY_TIMEOUT_S) -> None:
+def wait_until_replicating(server: Server, timeout: float = READY_TIMEOUT_S, key_id: str | None = None) -> None:
     """Until Litestream has reported the replica's position (its first snapshot is up)."""
 
     def replicating() -> bool:
         if not server.running:
             raise AssertionError(f"the server exited before replication started\n{server.stderr_text()}")
-        return replication(server.endpoint).get("transactions_behind") is not None
+        return replication(server.endpoint, key_id).get("transactions_behind") is not None
 
     wait_for(replicating, "replication to start", timeout, interval=0.1, detail=server.stderr_text)
 
