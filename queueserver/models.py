@@ -236,3 +236,55 @@ class BrowsedMessage(StoredMessage):
 
     position: int  # its place in the queue; browsing resumes after it
     state: str  # "visible", "in_flight" or "delayed"
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    """An SNS topic as stored; `attributes` holds the settable ones as SNS strings."""
+
+    id: int
+    region: str
+    account: str
+    name: str
+    fifo: bool
+    attributes: dict[str, str]
+    tags: dict[str, str]
+
+    @property
+    def arn(self) -> str:
+        return f"arn:aws:sns:{self.region}:{self.account}:{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSubscription:
+    """A topic's subscription: `endpoint` a queue ARN (protocol sqs); `attributes` the settable ones."""
+
+    id: int
+    topic_id: int
+    arn: str
+    protocol: str
+    endpoint: str
+    owner: str
+    principal: str
+    attributes: dict[str, str]
+
+
+@dataclass(slots=True)
+class Publication:
+    """One message published to a topic, validated, before the topic's subscriptions see it."""
+
+    message_id: str
+    group_id: str | None = None
+    deduplication_id: str | None = None
+    size: int = 0
+
+
+@dataclass(slots=True)
+class Published:
+    """What a publish answers per message, and what its subscriptions did with it."""
+
+    message_id: str
+    sequence_number: str | None = None
+    delivered: int = 0
+    filtered_out: int = 0
+    failed: int = 0
