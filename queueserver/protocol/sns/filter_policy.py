@@ -24,7 +24,7 @@ _OPERATORS = frozenset({"prefix", "suffix", "equals-ignore-case", "anything-but"
 def check(text: str, scope: str, prefix: str) -> None:
     """InvalidParameter with AWS's text (after `prefix`) unless `text` is a policy SNS accepts."""
     def refuse(reason: str) -> errors.InvalidParameter:
-        return errors.InvalidParameter(f"{prefix}FilterPolicy: {reason}")
+        return errors.InvalidParameter(f"Invalid parameter: {prefix}FilterPolicy: {reason}")
 
     if len(text.encode("utf-8")) > MAX_POLICY_BYTES:
         raise refuse("Filter policy is too long")
