@@ -10,3 +10,7 @@ CREATE_SUBSCRIPTION_ACTION = "QueueserverCreateSubscription"
 DELETE_SUBSCRIPTION_ACTION = "QueueserverDeleteSubscription"
 LIST_SUBSCRIPTIONS_ACTION = "QueueserverListSubscriptions"
 MAX_SUBSCRIPTIONS = 100  # per queue, by default (--max-subscriptions)
+# A queue tagged with this key and the value `true` stores a SendMessageBatch whole or not at all: one
+# invalid entry fails every entry (each in Failed with its own reason). A tag, so every SDK can set it.
+ATOMIC_BATCHES_TAG = "queueserver:atomic-batches"
+NOT_STORED_CODE = "BatchEntryNotStored"  # the Failed code of a valid entry of such a batch
