@@ -81,8 +81,9 @@ class Topics:
         return sorted((t for t in self._topics().values() if t.region == region and t.account == account),
                       key=lambda t: t.arn)
 
-    def all_topics(self) -> list[Topic]:
-        return sorted(self._topics().values(), key=lambda t: t.arn)
+    def loaded(self) -> list[Topic]:
+        """Every topic, first created first; none before the first SNS request read them (metrics do not)."""
+        return [] if self._by_key is None else sorted(list(self._by_key.values()), key=lambda t: t.id)
 
     def subscription(self, arn: str) -> TopicSubscription | None:
         self._topics()

@@ -240,3 +240,27 @@ def test_an_undeliverable_message_goes_to_the_subscription_dead_letter_queue(sns
     sns.publish(TopicArn=wiring.topic, Message="to the dlq")
     [message] = wiring.received(dlq)
     assert json.loads(message["Body"])["Message"] == "to the dlq"
+
+
+def test_metrics_count_published_delivered_filtered_out_and_failed_per_topic(
+        tmp_path: Any, server_factory: Any, make_client: Any, name: str) -> None:
+    server = server_factory(tmp_path / "metrics.db", "--test-clock")
+    sns = boto3.client("sns", endpoint_url=server.endpoint, region_name="us-east-1", aws_access_key_id="test",
+                       aws_secret_access_key="test")
+    wiring = Wiring(sns, make_client(server.endpoint), name)
+    wiring.queue("all")
+    wiring.queue("reds", FilterPolicy=json.dumps({"colour": ["red"]}))
+    sns.subscribe(TopicArn=wiring.topic, Protocol="sqs", Endpoint=f"arn:aws:sqs:us-east-1:000000000000:{name}-gone")
+    sns.publish(TopicArn=wiring.topic, Message="abc",
+                MessageAttributes={"colour": {"DataType": "String", "StringValue": "blue"}})
+    sns.publish_batch(TopicArn=wiring.topic, PublishBatchRequestEntries=[
+        {"Id": "1", "Message": "de", "MessageAttributes": {"colour": {"DataType": "String", "StringValue": "red"}}}])
+    with urllib.request.urlopen(server.endpoint + "/metrics") as response:
+        text = response.read().decode()
+    labels = f'{{account="000000000000",region="us-east-1",topic="{wiring.topic.rpartition(":")[2]}"}}'
+    values = {family: float(re.search(rf"^queueserver_topic_{family}_total{re.escape(labels)} (\S+)$", text,
+                                      re.M).group(1))  # type: ignore[union-attr]
+              for family in ("messages_published", "notifications_delivered", "notifications_filtered_out",
+                             "notifications_failed")}
+    assert values == {"messages_published": 2, "notifications_delivered": 3, "notifications_filtered_out": 1,
+                      "notifications_failed": 2}
