@@ -86,7 +86,21 @@ class Notification:
     cert_url: str | None
     attributes: dict[str, dict[str, str]] | None  # name -> {"Type", "Value"}
 
+    signer: Signer | None = None  # signs on first need when `signature` is None (a standard topic)
+    base_url: str = ""
+
+    def sign(self) -> None:
+        """Sign now (once): an RSA signature costs a millisecond, so only a delivery with an envelope asks."""
+        if self.signature is None and self.signer is not None and self.signature_version is not None:
+            fields = {"Message": self.message, "MessageId": self.message_id, "Timestamp": self.timestamp,
+                      "TopicArn": self.topic_arn, "Type": "Notification"}
+            if self.subject is not None:
+                fields["Subject"] = self.subject
+            self.signature = self.signer.sign(string_to_sign(fields), self.signature_version)
+            self.cert_url = self.base_url + self.signer.cert_path
+
     def body(self, unsubscribe_url: str, sequence_number: str | None) -> str:
+        self.sign()
         envelope: dict[str, Any] = {"Type": "Notification", "MessageId": self.message_id}
         if sequence_number is not None:
             envelope["SequenceNumber"] = sequence_number
@@ -111,18 +125,9 @@ class Notification:
 def notification(signer: Signer | None, base_url: str, *, message_id: str, topic_arn: str, subject: str | None,
                  message: str, now_ms: int, signature_version: str | None,
                  attributes: dict[str, dict[str, str]] | None) -> Notification:
-    """The shared part of a publication's envelopes, signed when `signer` is given (standard topics)."""
-    stamp = timestamp(now_ms)
-    signature = cert_url = None
-    if signer is not None and signature_version is not None:
-        fields = {"Message": message, "MessageId": message_id, "Timestamp": stamp, "TopicArn": topic_arn,
-                  "Type": "Notification"}
-        if subject is not None:
-            fields["Subject"] = subject
-        signature = signer.sign(string_to_sign(fields), signature_version)
-        cert_url = base_url + signer.cert_path
-    return Notification(message_id, topic_arn, subject, message, stamp, signature_version, signature, cert_url,
-                        attributes)
+    """The shared part of a publication's envelopes, to be signed (`sign`) when `signer` is given."""
+    return Notification(message_id, topic_arn, subject, message, timestamp(now_ms), signature_version, None, None,
+                        attributes, signer, base_url)
 
 
 def unsubscribe_url(base_url: str, subscription_arn: str) -> str:

@@ -208,6 +208,7 @@ class Delivery:
         self._topic = topic
         self._by_id = by_id
         self._base_url = base_url
+        self._policies: dict[str, Any] = {}  # each filter policy parsed once per request
 
     def render(self, publication: Publication, subscription: TopicSubscription,
                sequence_number: str | None) -> NewMessage | str | None:
@@ -215,7 +216,9 @@ class Delivery:
         attributes = subscription.attributes
         policy = attributes.get("FilterPolicy")
         if policy:
-            document = json.loads(policy)
+            document = self._policies.get(policy)
+            if document is None:
+                document = self._policies[policy] = json.loads(policy)
             if attributes.get("FilterPolicyScope") == "MessageBody":
                 if not filter_policy.matches_body(document, m.message):
                     return None
@@ -233,10 +236,6 @@ class Delivery:
         return _sqs_message(body, None, group, dedup)
 
 
-def may_deliver_always(queue: Queue, topic: Topic) -> bool:
-    return True
-
-
 async def _publish(engine: QueueEngine, ctx: RequestContext, topic: Topic, batch: list[Message],
                    signer: envelope.Signer | None, may_deliver: MayDeliver) -> list[Any]:
     now = engine.clock.now_ms()
@@ -246,6 +245,9 @@ async def _publish(engine: QueueEngine, ctx: RequestContext, topic: Topic, batch
             signer, ctx.base_url, message_id=m.publication.message_id, topic_arn=topic.arn, subject=m.subject,
             message=m.message, now_ms=now, signature_version=version,
             attributes=_envelope_attributes(m.attributes) or None)
+    if any(s.attributes.get("RawMessageDelivery") != "true" for s in engine.topics.subscriptions(topic)):
+        for m in batch:  # here, not on the database thread where a delivery would otherwise sign it
+            m.notification.sign()
     delivery = Delivery(topic, {m.publication.message_id: m for m in batch}, ctx.base_url)
     return await engine.topics.publish(topic, [m.publication for m in batch], delivery.render, may_deliver,
                                        sender_id=ctx.sender_id)
