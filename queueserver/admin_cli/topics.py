@@ -44,7 +44,8 @@ def _subscriptions(admin: Admin, topic_arn: str) -> list[dict[str, str]]:
 
 
 def topics(admin: Admin, out: Output, args: argparse.Namespace) -> int:
-    listed = [{"topic": arn, "subscriptions": _subscriptions(admin, arn)} for arn in _topic_arns(admin)]
+    listed: list[dict[str, Any]] = [{"topic": arn, "subscriptions": _subscriptions(admin, arn)}
+                                    for arn in _topic_arns(admin)]
     rows: list[list[Any]] = []
     for t in listed:
         rows.append([t["topic"].rpartition(":")[2], len(t["subscriptions"]), "", ""])

@@ -211,3 +211,7 @@ def test_the_unsubscribe_url_of_an_envelope_unsubscribes(sns: Any, sqs: Any, top
     with urllib.request.urlopen(json.loads(message["Body"])["UnsubscribeURL"]) as response:
         assert response.status == 200
     assert arn not in [s["SubscriptionArn"] for s in sns.list_subscriptions_by_topic(TopicArn=topic)["Subscriptions"]]
+
+
+def test_confirm_subscription_has_no_token_to_confirm(sns: Any, topic: str) -> None:
+    assert error_message(sns.confirm_subscription, TopicArn=topic, Token="0" * 64) == "Invalid parameter: Token"

@@ -240,14 +240,16 @@ async def _publish(engine: QueueEngine, ctx: RequestContext, topic: Topic, batch
                    signer: envelope.Signer | None, may_deliver: MayDeliver) -> list[Any]:
     now = engine.clock.now_ms()
     version = None if topic.fifo else topic.attributes.get("SignatureVersion", "1")
+    notifications = []
     for m in batch:
-        m.notification = envelope.notification(
+        m.notification = notification = envelope.notification(
             signer, ctx.base_url, message_id=m.publication.message_id, topic_arn=topic.arn, subject=m.subject,
             message=m.message, now_ms=now, signature_version=version,
             attributes=_envelope_attributes(m.attributes) or None)
+        notifications.append(notification)
     if any(s.attributes.get("RawMessageDelivery") != "true" for s in engine.topics.subscriptions(topic)):
-        for m in batch:  # here, not on the database thread where a delivery would otherwise sign it
-            m.notification.sign()
+        for notification in notifications:  # here, not on the database thread where a delivery would sign it
+            notification.sign()
     delivery = Delivery(topic, {m.publication.message_id: m for m in batch}, ctx.base_url)
     return await engine.topics.publish(topic, [m.publication for m in batch], delivery.render, may_deliver,
                                        sender_id=ctx.sender_id)
