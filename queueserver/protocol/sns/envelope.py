@@ -1,5 +1,8 @@
 """The notification SNS writes into a subscribed queue: its JSON envelope, signed as AWS signs it.
 
+cryptography is imported when a key is first made or used, so that a server that never signs an
+envelope does not hold that library (its objects would lengthen every full garbage collection).
+
 The envelope's keys come in AWS's order. A standard topic's envelope is signed (SignatureVersion 1:
 RSA with SHA-1, 2: with SHA-256) over AWS's canonical string (Message, MessageId, Subject if given,
 Timestamp, TopicArn, Type: each `Key\\nValue\\n`) with the database's own key, whose self-signed
@@ -13,14 +16,13 @@ import base64
 import datetime
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import orjson
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
-from cryptography.x509.oid import NameOID
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
 CERTIFICATE_PREFIX = "/SimpleNotificationService-"
 _CERTIFICATE_DAYS = 3650
@@ -30,7 +32,7 @@ _CERTIFICATE_DAYS = 3650
 class Signer:
     """The database's envelope key and the certificate served for it."""
 
-    key: rsa.RSAPrivateKey
+    key: "rsa.RSAPrivateKey"
     cert_pem: str
 
     @property
@@ -38,11 +40,17 @@ class Signer:
         return f"{CERTIFICATE_PREFIX}{hashlib.sha1(self.cert_pem.encode()).hexdigest()}.pem"
 
     def sign(self, text: str, version: str) -> str:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+
         digest = hashes.SHA256() if version == "2" else hashes.SHA1()  # noqa: S303 (AWS's SignatureVersion 1)
         return base64.b64encode(self.key.sign(text.encode("utf-8"), padding.PKCS1v15(), digest)).decode("ascii")
 
     @classmethod
     def from_pem(cls, key_pem: str, cert_pem: str) -> "Signer":
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
         key = serialization.load_pem_private_key(key_pem.encode("ascii"), password=None)
         assert isinstance(key, rsa.RSAPrivateKey)
         return cls(key, cert_pem)
@@ -50,6 +58,11 @@ class Signer:
 
 def make_signing_material(now: datetime.datetime) -> tuple[str, str]:
     """A new RSA key and a self-signed certificate for it, both PEM (made once per database)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sns.queueserver.local")])
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())

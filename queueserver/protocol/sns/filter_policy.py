@@ -17,6 +17,7 @@ from queueserver import errors
 MAX_KEYS = 5
 MAX_COMBINATIONS = 150
 MAX_POLICY_BYTES = 256 * 1024
+MAX_DEPTH = 64  # nesting of a MessageBody policy; deeper is refused, so evaluation recursion stays bounded
 _NUMERIC_OPERATORS = frozenset({"=", "<", "<=", ">", ">="})
 _OPERATORS = frozenset({"prefix", "suffix", "equals-ignore-case", "anything-but", "numeric", "exists", "cidr"})
 
@@ -29,7 +30,7 @@ def check(text: str, scope: str, prefix: str) -> None:
     if len(text.encode("utf-8")) > MAX_POLICY_BYTES:
         raise refuse("Filter policy is too long")
     try:
-        policy = json.loads(text)
+        policy = parse_json(text)
     except ValueError as exc:
         raise refuse(f"failed to parse JSON. {exc}") from None
     if not isinstance(policy, dict):
@@ -42,8 +43,10 @@ def check(text: str, scope: str, prefix: str) -> None:
         raise refuse("Filter policy is too complex")
 
 
-def _check_object(policy: dict[str, Any], scope: str, top: bool = False) -> int:
+def _check_object(policy: dict[str, Any], scope: str, top: bool = False, depth: int = 0) -> int:
     """The policy's combinations (the product of its value counts; a sum over `$or` branches)."""
+    if depth > MAX_DEPTH:
+        raise ValueError("Filter policy is too complex")
     keys = [k for k in policy if k != "$or"]
     if top and len(keys) > MAX_KEYS:
         raise ValueError("Filter policy can not have more than 5 keys")
@@ -53,7 +56,7 @@ def _check_object(policy: dict[str, Any], scope: str, top: bool = False) -> int:
         if isinstance(value, dict):
             if scope != "MessageBody":
                 raise ValueError("Filter policy scope MessageAttributes does not support nested filter policy")
-            combinations *= _check_object(value, scope)
+            combinations *= _check_object(value, scope, depth=depth + 1)
         elif isinstance(value, list):
             if not value:
                 raise ValueError("Empty arrays are not allowed")
@@ -66,7 +69,7 @@ def _check_object(policy: dict[str, Any], scope: str, top: bool = False) -> int:
         branches = policy["$or"]
         if not isinstance(branches, list) or len(branches) < 2 or not all(isinstance(b, dict) for b in branches):
             raise ValueError("Or statement must be an array of at least two objects")
-        combinations *= sum(_check_object(branch, scope, top) for branch in branches)
+        combinations *= sum(_check_object(branch, scope, top, depth + 1) for branch in branches)
     return combinations
 
 
@@ -167,6 +170,14 @@ def _network(operand: Any) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
 _ABSENT = object()
 
 
+def parse_json(text: str) -> Any:
+    """json.loads, with a document nested past the parser's recursion limit refused as malformed."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("the document is nested too deeply") from None
+
+
 def matches_attributes(policy: dict[str, Any], attributes: dict[str, dict[str, str]] | None) -> bool:
     """Scope MessageAttributes: each attribute's values (a String.Array's elements, a Number as a number)."""
     if not attributes:
@@ -184,7 +195,7 @@ def matches_attributes(policy: dict[str, Any], attributes: dict[str, dict[str, s
                 values[name] = []
         elif data_type.startswith("String.Array"):
             try:
-                parsed = json.loads(text)
+                parsed = parse_json(text)
             except ValueError:
                 parsed = None
             values[name] = parsed if isinstance(parsed, list) else []
@@ -196,7 +207,7 @@ def matches_attributes(policy: dict[str, Any], attributes: dict[str, dict[str, s
 def matches_body(policy: dict[str, Any], body: str) -> bool:
     """Scope MessageBody: the body must be a JSON object; nested keys are matched level by level."""
     try:
-        document = json.loads(body)
+        document = parse_json(body)
     except ValueError:
         return False
     return isinstance(document, dict) and _matches_object(policy, document)

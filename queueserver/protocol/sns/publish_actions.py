@@ -129,7 +129,7 @@ def _check_number(name: str, value: str) -> None:
 def _structured(message: str) -> str:
     """MessageStructure=json: the string an sqs subscription receives."""
     try:
-        document = json.loads(message)
+        document = filter_policy.parse_json(message)
     except ValueError:
         raise invalid("Message Structure - JSON message body failed to parse") from None
     if not isinstance(document, dict) or not isinstance(document.get("default"), str):

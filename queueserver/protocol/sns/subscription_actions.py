@@ -44,7 +44,7 @@ def _checked(name: str, value: Any, prefix: str, topic: Topic | None, endpoint: 
     if name == "RedrivePolicy":
         return _redrive_policy(value, prefix, topic, endpoint)
     try:
-        json.loads(value)
+        filter_policy.parse_json(value)
     except ValueError as exc:
         raise invalid(f"{prefix}{name}: failed to parse JSON. {exc}") from None
     return value
@@ -54,7 +54,7 @@ def _redrive_policy(value: str, prefix: str, topic: Topic | None, endpoint: str)
     if not value:
         return value
     try:
-        document = json.loads(value)
+        document = filter_policy.parse_json(value)
     except ValueError as exc:
         raise invalid(f"{prefix}RedrivePolicy: failed to parse JSON. {exc}") from None
     target = document.get("deadLetterTargetArn") if isinstance(document, dict) else None

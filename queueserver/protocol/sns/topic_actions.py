@@ -8,6 +8,7 @@ from typing import Any
 from queueserver import errors
 from queueserver.models import Topic
 from queueserver.protocol.params import RequestContext
+from queueserver.protocol.sns import filter_policy
 from queueserver.protocol.sns.names import check_topic_name, find_topic, invalid, page, text, topic_of
 from queueserver.storage import QueueEngine
 
@@ -62,7 +63,7 @@ def _attribute_value(name: str, value: Any, fifo: bool, prefix: str) -> str:
         raise invalid(f"{prefix}SignatureVersion: Invalid value [{value}]. Please use either 1 or 2")
     if name == "Policy":
         try:
-            document = json.loads(value)
+            document = filter_policy.parse_json(value)
         except ValueError:
             document = None
         if not isinstance(document, dict) or not isinstance(document.get("Statement"), (list, dict)):

@@ -66,10 +66,11 @@ def _shape(name: str, node: Any) -> Any:
     if name in _MAPS and set(node) == {"entry"}:
         mapping: dict[str, Any] = {}
         for entry in _numbered(node["entry"], name):
-            if isinstance(entry, dict):
-                key = entry.get("key", entry.get("Name"))
-                value = entry.get("value", entry.get("Value"))
-                mapping[str(key)] = _shape("Value", value) if isinstance(value, dict) else value
+            key = entry.get("key", entry.get("Name")) if isinstance(entry, dict) else None
+            if not isinstance(key, str):
+                raise errors.InvalidParameter(f"Invalid parameter: {name}")
+            value = entry.get("value", entry.get("Value"))
+            mapping[key] = _shape("Value", value) if isinstance(value, dict) else value
         return mapping
     if set(node) == {"member"}:
         return [_shape(name, item) if isinstance(item, dict) and "member" in item else
