@@ -53,7 +53,9 @@ class Topics:
         self._sending = sending
         self._count_sent = count_sent
         self._by_key: dict[tuple[str, str, str], Topic] | None = None  # None until loaded
+        self._by_id: dict[int, Topic] = {}
         self._subscriptions: dict[str, TopicSubscription] = {}  # by ARN
+        self._by_topic: dict[int, dict[str, TopicSubscription]] = {}  # by topic id, then ARN
         self.tallies: dict[int, TopicTally] = {}  # by topic id
 
     async def load(self) -> None:
@@ -63,8 +65,11 @@ class Topics:
         topics, subscriptions = await self._db.run(
             lambda tx: (topic_store.load_topics(tx.conn), topic_store.load_subscriptions(tx.conn)))
         if self._by_key is None:
-            self._by_key = {(t.region, t.account, t.name): t for t in topics}
-            self._subscriptions = {s.arn: s for s in subscriptions}
+            self._by_key = {}
+            for topic in topics:
+                self._place_topic((topic.region, topic.account, topic.name), None, topic)
+            for subscription in subscriptions:
+                self._place_subscription(subscription.arn, None, subscription)
 
     # -- reading ---------------------------------------------------------------
 
@@ -92,36 +97,52 @@ class Topics:
     def subscriptions(self, topic: Topic | None = None, region: str | None = None,
                       account: str | None = None) -> list[TopicSubscription]:
         """The subscriptions of `topic`, or of every topic of the account and region, by ARN."""
-        by_id = {t.id: t for t in self._topics().values()}
+        self._topics()
+        if topic is not None:
+            return sorted(list(self._by_topic.get(topic.id, {}).values()), key=lambda s: s.arn)
+        by_id = self._by_id
         chosen = [s for s in self._subscriptions.values()
-                  if (topic is None or s.topic_id == topic.id)
-                  and (region is None or by_id[s.topic_id].region == region)
+                  if (region is None or by_id[s.topic_id].region == region)
                   and (account is None or by_id[s.topic_id].account == account)]
         return sorted(chosen, key=lambda s: s.arn)
 
     def topic_of(self, subscription: TopicSubscription) -> Topic:
-        return next(t for t in self._topics().values() if t.id == subscription.topic_id)
+        return self._by_id[subscription.topic_id]
 
     # -- changing --------------------------------------------------------------
 
     def _set_topic(self, tx: Transaction, topic: Topic, gone: bool = False) -> None:
-        topics = self._topics()
+        """The topic changed (or `gone`) at this operation's end, undone if the group rolls back."""
         key = (topic.region, topic.account, topic.name)
-        before = topics.get(key)
-        if gone:
+        before, after = self._topics().get(key), None if gone else topic
+        self._place_topic(key, before, after)
+        tx.on_rollback(lambda: self._place_topic(key, after, before))
+
+    def _place_topic(self, key: tuple[str, str, str], old: Topic | None, new: Topic | None) -> None:
+        topics = self._topics()
+        if old is not None:
             topics.pop(key, None)
-        else:
-            topics[key] = topic
-        tx.on_rollback(lambda: topics.__setitem__(key, before) if before is not None else topics.pop(key, None))
+            self._by_id.pop(old.id, None)
+        if new is not None:
+            topics[key] = new
+            self._by_id[new.id] = new
 
     def _set_subscription(self, tx: Transaction, arn: str, subscription: TopicSubscription | None) -> None:
         before = self._subscriptions.get(arn)
-        subs = self._subscriptions
-        if subscription is None:
-            subs.pop(arn, None)
-        else:
-            subs[arn] = subscription
-        tx.on_rollback(lambda: subs.__setitem__(arn, before) if before is not None else subs.pop(arn, None))
+        self._place_subscription(arn, before, subscription)
+        tx.on_rollback(lambda: self._place_subscription(arn, subscription, before))
+
+    def _place_subscription(self, arn: str, old: TopicSubscription | None, new: TopicSubscription | None) -> None:
+        if old is not None:
+            self._subscriptions.pop(arn, None)
+            of_topic = self._by_topic.get(old.topic_id)
+            if of_topic is not None:
+                of_topic.pop(arn, None)
+                if not of_topic:
+                    del self._by_topic[old.topic_id]
+        if new is not None:
+            self._subscriptions[arn] = new
+            self._by_topic.setdefault(new.topic_id, {})[arn] = new
 
     async def create_topic(self, region: str, account: str, name: str, fifo: bool, attributes: dict[str, str],
                            tags: dict[str, str], check_existing: Callable[[Topic], None]) -> Topic:
@@ -159,7 +180,7 @@ class Topics:
             if current is None or current.id != topic.id:
                 return
             topic_store.delete_topic(tx.conn, topic.id)
-            for sub in [s for s in self._subscriptions.values() if s.topic_id == topic.id]:
+            for sub in list(self._by_topic.get(topic.id, {}).values()):
                 self._set_subscription(tx, sub.arn, None)
             self._set_topic(tx, current, gone=True)
 
@@ -180,8 +201,8 @@ class Topics:
 
         def subscribe(tx: Transaction) -> TopicSubscription:
             self._current(topic)
-            for existing in self._subscriptions.values():
-                if existing.topic_id == topic.id and (existing.protocol, existing.endpoint) == (protocol, endpoint):
+            for existing in self._by_topic.get(topic.id, {}).values():
+                if (existing.protocol, existing.endpoint) == (protocol, endpoint):
                     check_existing(existing)
                     return existing
             created = topic_store.insert_subscription(tx.conn, topic.id, arn, protocol, endpoint, owner, principal,
@@ -230,8 +251,7 @@ class Topics:
 
         def publish(tx: Transaction) -> tuple[list[Published], dict[int, tuple[Queue, list[NewMessage]]]]:
             current = self._current(topic)
-            subscriptions = [s for s in self._subscriptions.values() if s.topic_id == current.id]
-            subscriptions.sort(key=lambda s: s.id)
+            subscriptions = sorted(self._by_topic.get(current.id, {}).values(), key=lambda s: s.id)
             if current.fifo:
                 topic_store.forget_expired_deduplication(tx.conn, current.id, now)
             answers: list[Published] = []
