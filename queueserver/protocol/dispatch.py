@@ -25,7 +25,7 @@ from queueserver.models import uuid4_string
 from queueserver.protocol import extension_actions, message_actions as m, queue_actions as q, redrive_actions as r
 from queueserver.protocol.codecs import Codec, HttpResponse, codec_for
 from queueserver.protocol.params import RequestContext
-from queueserver.protocol.sns.dispatch import SnsDispatcher, addressed_to_sns
+from queueserver.protocol.sns.dispatch import SnsDispatcher, addressed_to_sns, is_certificate_request
 from queueserver.storage import QueueEngine
 
 log = logging.getLogger(__name__)
@@ -156,9 +156,15 @@ class Dispatcher:
     async def _handle_sns(self, request: HttpRequest, request_id: str) -> HttpResponse:
         """An SNS request: its own door and actions (protocol/sns/), answered once durable like any other."""
         try:
-            ctx = self._context(request, request_id, "", None)
+            caller = None
+            if self._authenticator is not None and not is_certificate_request(request.method, request.path):
+                caller = self.authenticate(request)
+            ctx = self._context(request, request_id, "", caller)
         except errors.SQSError as error:
             return self._sns.render_error(request_id, error)
+        except Exception:
+            log.exception("request %s failed unexpectedly in authentication", request_id)
+            return self._sns.render_error(request_id, errors.InternalError())
         request.action, response = await self._sns.handle(request.method, request.path, request.headers,
                                                           request.query_string, request.body, ctx)
         try:

@@ -256,7 +256,7 @@ CLI: dict[str, tuple[str, Callable[[Kit], list[str]]]] = {
     "QueueserverDeleteSubscription": ("subscription", lambda kit: ["delete", kit.subscription(kit.queue())]),
     "QueueserverListSubscriptions": ("subscriptions", lambda kit: [kit.queue()]),
 }
-# topics and publish speak SNS, which refuses every request with credentials on (test_sns_auth.py).
+# topics and publish speak SNS, whose authorization has tests of its own (test_sns_auth.py).
 CLI_NOT_RUN = {"stats", "copy", "topics", "publish"}
 
 # The ways in: the signed wire ways of support.auth.WAYS, the tampered ways, the console, the CLI.

@@ -17,14 +17,14 @@ def test_every_sns_action_has_a_rule_and_every_rule_an_action() -> None:
                for name, rule in RULES.items() if rule.resource != PUBLIC)
 
 
-def test_with_credentials_on_every_action_but_the_certificate_is_refused_and_an_unknown_one_is_invalid() -> None:
+def test_with_credentials_on_an_unauthenticated_call_is_refused_but_the_certificate_and_unknown_is_invalid() -> None:
     door = SnsAuthorization(credentials_on=True)
     for name, rule in RULES.items():
         if rule.resource == PUBLIC:
             door.authorize(name)
         else:
             with pytest.raises(errors.AuthorizationError):
-                door.authorize(name)
+                door.authorize(name)  # no verified caller: nothing is allowed
     with pytest.raises(errors.InvalidAction):
         door.authorize("CreatePlatformApplication")
     SnsAuthorization(credentials_on=False).authorize("Publish")

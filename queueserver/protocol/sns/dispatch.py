@@ -32,6 +32,11 @@ _SNS_SCOPE = "/sns/aws4_request"
 _UNSUBSCRIBE_URL = "Action=Unsubscribe&"  # an envelope's UnsubscribeURL (Unsubscribe is SNS's alone)
 
 
+def is_certificate_request(method: str, path: str) -> bool:
+    """A GET of the envelopes' signing certificate: public, as AWS's is (no signature asked)."""
+    return method == "GET" and path.startswith(envelope.CERTIFICATE_PREFIX)
+
+
 def addressed_to_sns(headers: dict[str, str], path: str, query_string: str) -> bool:
     authorization = headers.get("authorization")
     if authorization is not None:
@@ -83,7 +88,7 @@ class SnsDispatcher:
         action = "unknown"
         try:
             await self._engine.topics.load()
-            if method == "GET" and path.startswith(envelope.CERTIFICATE_PREFIX):
+            if is_certificate_request(method, path):
                 action = "GetSigningCertificate"
                 self._authorization.authorize(action)
                 return action, await self._certificate(path)
@@ -93,9 +98,10 @@ class SnsDispatcher:
                 raise errors.InvalidAction(f"The action {name} is not valid for this endpoint.") if name else \
                     errors.MissingAction("The request must contain the parameter Action.")
             action = name
-            self._authorization.authorize(action)
+            params = wire.decode(fields)
+            self._authorization.authorize(action, self._engine, ctx.caller, params)  # the door, before the handler
             ctx.action = action
-            result = await self.actions[action](self._engine, ctx, wire.decode(fields))
+            result = await self.actions[action](self._engine, ctx, params)
             return action, HttpResponse(200, {"content-type": wire.CONTENT_TYPE, "x-amzn-requestid": ctx.request_id},
                                         wire.encode(action, result, ctx.request_id))
         except errors.SQSError as error:
