@@ -309,7 +309,7 @@ class Topics:
                 queue.fifo and message.group_id is None):
             # A client-side failure, not retried: to the subscription's dead-letter queue if it has one.
             queue = self._dead_letter_queue(subscription)
-            if queue is None or (queue.fifo and message.group_id is None):
+            if queue is None or not may_deliver(queue, topic) or (queue.fifo and message.group_id is None):
                 answer.failed += 1
                 return
         if not queue.fifo and message.deduplication_id is not None:

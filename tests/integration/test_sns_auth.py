@@ -94,6 +94,25 @@ def test_a_queue_receives_only_when_its_policy_allows_the_topic(auth_server: Any
     assert received == {"auth-open": ["fan"], "auth-closed": [], "auth-other-topic": []}
 
 
+def test_a_dead_letter_queue_takes_a_failed_delivery_only_when_its_policy_allows_the_topic(auth_server: Any) -> None:
+    alice, sqs = sns_of(auth_server, "AKIDALICE"), signed_client("json", auth_server.endpoint, "AKIDALICE")
+    topic = alice.create_topic(Name="auth-redrive")["TopicArn"]
+    for allowed in (False, True):
+        dlq = sqs.create_queue(QueueName=f"auth-redrive-dlq-{allowed}")["QueueUrl"]
+        if allowed:
+            sqs.set_queue_attributes(QueueUrl=dlq, Attributes={"Policy": tutorial_policy(
+                f"auth-redrive-dlq-{allowed}", topic)})
+        sqs.create_queue(QueueName=f"auth-redrive-closed-{allowed}")
+        alice.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn(f"auth-redrive-closed-{allowed}"),
+                        Attributes={"RawMessageDelivery": "true", "RedrivePolicy": json.dumps(
+                            {"deadLetterTargetArn": queue_arn(f"auth-redrive-dlq-{allowed}")})})
+    alice.publish(TopicArn=topic, Message="undeliverable")
+    for allowed in (False, True):
+        url = sqs.get_queue_url(QueueName=f"auth-redrive-dlq-{allowed}")["QueueUrl"]
+        bodies = [m["Body"] for m in sqs.receive_message(QueueUrl=url).get("Messages", [])]
+        assert bodies == (["undeliverable"] if allowed else [])
+
+
 def test_the_signing_certificate_is_public_and_an_unsigned_sns_request_is_not(auth_server: Any) -> None:
     host, port = auth_server.endpoint.removeprefix("http://").rsplit(":", 1)
     answers = []
