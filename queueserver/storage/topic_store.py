@@ -64,7 +64,8 @@ def insert_subscription(conn: sqlite3.Connection, topic_id: int, arn: str, proto
     return _subscription(row)
 
 
-def update_subscription(conn: sqlite3.Connection, subscription_id: int, attributes: dict[str, str]) -> TopicSubscription:
+def update_subscription(conn: sqlite3.Connection, subscription_id: int,
+                        attributes: dict[str, str]) -> TopicSubscription:
     row = conn.execute(
         f"UPDATE topic_subscriptions SET attributes = ? WHERE id = ? RETURNING {_SUBSCRIPTION_COLUMNS}",
         (_json(attributes), subscription_id)).fetchone()

@@ -33,7 +33,7 @@ SNS_AUTHORIZATION = ("AWS4-HMAC-SHA256 Credential=bench/20260101/us-east-1/sns/a
                      "SignedHeaders=host, Signature=0")
 
 
-class Connection:
+class SnsBenchConnection:
     def __init__(self, endpoint: str) -> None:
         host, port = endpoint.removeprefix("http://").rsplit(":", 1)
         self._conn = http.client.HTTPConnection(host, int(port), timeout=120)
@@ -60,7 +60,7 @@ class Connection:
 
 def _wire(endpoint: str, name: str, queues: int, raw: bool) -> str:
     """A topic with `queues` subscribed queues; returns its ARN."""
-    conn = Connection(endpoint)
+    conn = SnsBenchConnection(endpoint)
     text = conn.sns({"Action": "CreateTopic", "Name": name})
     arn = text.split("<TopicArn>", 1)[1].split("</TopicArn>", 1)[0]
     for i in range(queues):
@@ -71,13 +71,13 @@ def _wire(endpoint: str, name: str, queues: int, raw: bool) -> str:
     return arn
 
 
-def _run(clients: int, seconds: float, request: Callable[[Connection], object], endpoint: str) -> int:
+def _run(clients: int, seconds: float, request: Callable[[SnsBenchConnection], object], endpoint: str) -> int:
     """Requests made by `clients` connections in `seconds`."""
     counts = [0] * clients
     stop = time.monotonic() + seconds
 
     def client(index: int) -> None:
-        conn = Connection(endpoint)
+        conn = SnsBenchConnection(endpoint)
         while time.monotonic() < stop:
             request(conn)
             counts[index] += 1
@@ -90,8 +90,8 @@ def _run(clients: int, seconds: float, request: Callable[[Connection], object], 
     return sum(counts)
 
 
-def measure(proc: servers.Proc, label: str, seconds: float, clients: int, request: Callable[[Connection], object],
-            copies: int) -> dict[str, object]:
+def measure(proc: servers.Proc, label: str, seconds: float, clients: int,
+            request: Callable[[SnsBenchConnection], object], copies: int) -> dict[str, object]:
     cpu_before = proc.cpu_seconds()
     started = time.monotonic()
     requests = _run(clients, seconds, request, proc.endpoint)
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     proc = servers.start_queueserver(sys.executable, folder / "publish.db", folder / "server.log")
     results = []
     try:
-        send = Connection(proc.endpoint)
+        send = SnsBenchConnection(proc.endpoint)
         send.sqs("CreateQueue", {"QueueName": "plain"})
         url = f"{proc.endpoint}/000000000000/plain"
         entries = [{"Id": str(i), "MessageBody": body} for i in range(BATCH)]

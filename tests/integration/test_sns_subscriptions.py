@@ -105,8 +105,8 @@ def test_set_subscription_attributes_and_the_scope_shown_only_with_a_policy(sns:
 def test_a_bad_filter_policy_is_refused_with_aws_text_at_subscribe_and_at_set(
         sns: Any, topic: str, queue: tuple[str, str], policy: dict[str, Any], reason: str) -> None:
     text = json.dumps(policy)
-    assert error_message(sns.subscribe, TopicArn=topic, Protocol="sqs", Endpoint=queue[1],
-                         Attributes={"FilterPolicy": text}) == f"Invalid parameter: Attributes Reason: FilterPolicy: {reason}"
+    assert error_message(sns.subscribe, TopicArn=topic, Protocol="sqs", Endpoint=queue[1], Attributes={
+        "FilterPolicy": text}) == f"Invalid parameter: Attributes Reason: FilterPolicy: {reason}"
     arn = sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue[1])["SubscriptionArn"]
     assert error_message(sns.set_subscription_attributes, SubscriptionArn=arn, AttributeName="FilterPolicy",
                          AttributeValue=text) == f"Invalid parameter: FilterPolicy: {reason}"

@@ -1,7 +1,7 @@
 """Publish and PublishBatch: validated with AWS's texts, then stored in every matching subscribed queue
 in the one transaction that answers the publisher (storage/topics.py).
 
-What each subscription's queue receives is decided here (`Delivery.render`): its filter policy, then
+What each subscription's queue receives is decided here (`TopicDeliveries.render`): its filter policy, then
 the JSON envelope (signed, envelope.py) or, with RawMessageDelivery, the message itself with its
 attributes as SQS message attributes.
 """
@@ -201,7 +201,7 @@ def _sqs_message(body: str, attributes: dict[str, dict[str, str]] | None, group:
                       group_id=group, deduplication_id=dedup, size=size)
 
 
-class Delivery:
+class TopicDeliveries:
     """What each subscription's queue receives of the messages of one request (storage calls `render`)."""
 
     def __init__(self, topic: Topic, by_id: dict[str, Message], base_url: str) -> None:
@@ -250,7 +250,7 @@ async def _publish(engine: QueueEngine, ctx: RequestContext, topic: Topic, batch
     if any(s.attributes.get("RawMessageDelivery") != "true" for s in engine.topics.subscriptions(topic)):
         for notification in notifications:  # here, not on the database thread where a delivery would sign it
             notification.sign()
-    delivery = Delivery(topic, {m.publication.message_id: m for m in batch}, ctx.base_url)
+    delivery = TopicDeliveries(topic, {m.publication.message_id: m for m in batch}, ctx.base_url)
     return await engine.topics.publish(topic, [m.publication for m in batch], delivery.render, may_deliver,
                                        sender_id=ctx.sender_id)
 
