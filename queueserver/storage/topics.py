@@ -87,7 +87,7 @@ class Topics:
                       key=lambda t: t.arn)
 
     def loaded(self) -> list[Topic]:
-        """Every topic, first created first; none before the first SNS request read them (metrics do not)."""
+        """Every topic, first created first; none before `load` (the first SNS request or scrape) read them."""
         return [] if self._by_key is None else sorted(list(self._by_key.values()), key=lambda t: t.id)
 
     def subscription(self, arn: str) -> TopicSubscription | None:

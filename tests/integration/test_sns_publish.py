@@ -264,3 +264,17 @@ def test_metrics_count_published_delivered_filtered_out_and_failed_per_topic(
                              "notifications_failed")}
     assert values == {"messages_published": 2, "notifications_delivered": 3, "notifications_filtered_out": 1,
                       "notifications_failed": 2}
+
+
+def test_a_restarted_server_shows_its_topics_in_metrics_before_any_sns_request(tmp_path: Any,
+                                                                              server_factory: Any) -> None:
+    db = tmp_path / "restart.db"
+    first = server_factory(db, "--test-clock")
+    boto3.client("sns", endpoint_url=first.endpoint, region_name="us-east-1", aws_access_key_id="test",
+                 aws_secret_access_key="test").create_topic(Name="kept")
+    first.stop()
+    second = server_factory(db, "--test-clock")
+    with urllib.request.urlopen(second.endpoint + "/metrics") as response:
+        text = response.read().decode()
+    assert 'queueserver_topic_messages_published_total{account="000000000000",region="us-east-1",topic="kept"} 0.0' \
+        in text
