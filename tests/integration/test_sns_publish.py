@@ -278,3 +278,27 @@ def test_a_restarted_server_shows_its_topics_in_metrics_before_any_sns_request(t
         text = response.read().decode()
     assert 'queueserver_topic_messages_published_total{account="000000000000",region="us-east-1",topic="kept"} 0.0' \
         in text
+
+
+def test_topics_subscriptions_and_the_signing_key_outlive_a_restart(tmp_path: Any, server_factory: Any,
+                                                                    make_client: Any) -> None:
+    db = tmp_path / "kept.db"
+    urls = []
+    for run in range(2):
+        server = server_factory(db, "--test-clock")
+        sns = boto3.client("sns", endpoint_url=server.endpoint, region_name="us-east-1", aws_access_key_id="test",
+                           aws_secret_access_key="test")
+        sqs = make_client(server.endpoint)
+        if run == 0:
+            topic = sns.create_topic(Name="kept")["TopicArn"]
+            sqs.create_queue(QueueName="kept-queue")
+            sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint="arn:aws:sqs:us-east-1:000000000000:kept-queue")
+        sns.publish(TopicArn="arn:aws:sns:us-east-1:000000000000:kept", Message=f"run {run}")
+        queue = sqs.get_queue_url(QueueName="kept-queue")["QueueUrl"]
+        [message] = sqs.receive_message(QueueUrl=queue)["Messages"]
+        sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
+        envelope = json.loads(message["Body"])
+        assert envelope["Message"] == f"run {run}"
+        urls.append(envelope["SigningCertURL"].partition("/SimpleNotificationService-")[2])
+        server.stop()
+    assert urls[0] == urls[1]  # the same key and certificate: a consumer that trusted one trusts the next
