@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Callable
+from typing import Awaitable, Callable
 
 from queueserver import errors
 from queueserver.clock import Clock
@@ -233,12 +233,12 @@ class Topics:
 
         await self._db.run(unsubscribe)
 
-    async def signing_material(self, make: Callable[[], tuple[str, str]]) -> tuple[str, str]:
-        """The database's (key PEM, certificate PEM), made with `make()` the first time and kept."""
+    async def signing_material(self, make: Callable[[], Awaitable[tuple[str, str]]]) -> tuple[str, str]:
+        """The database's (key PEM, certificate PEM), made with `await make()` the first time and kept."""
         kept = await self._db.run(lambda tx: topic_store.signing_material(tx.conn))
         if kept is not None:
             return kept
-        key_pem, cert_pem = make()
+        key_pem, cert_pem = await make()
         return await self._db.run(lambda tx: topic_store.keep_signing_material(tx.conn, key_pem, cert_pem))
 
     # -- publishing ------------------------------------------------------------

@@ -75,8 +75,8 @@ class SnsDispatcher:
                     now = datetime.datetime.fromtimestamp(self._engine.clock.now_ms() / 1000, datetime.timezone.utc)
                     loop = asyncio.get_running_loop()
 
-                    def make() -> tuple[str, str]:
-                        return envelope.make_signing_material(now)
+                    async def make() -> tuple[str, str]:  # an RSA key takes a while: not on the event loop
+                        return await loop.run_in_executor(None, envelope.make_signing_material, now)
 
                     key_pem, cert_pem = await self._engine.topics.signing_material(make)
                     self._signer = await loop.run_in_executor(None, envelope.Signer.from_pem, key_pem, cert_pem)
