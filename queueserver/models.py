@@ -279,6 +279,15 @@ class Publication:
     size: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class FilteredOut:
+    """A publication a subscription's filter policy turned away, and why: the suffix of CloudWatch's
+    NumberOfNotificationsFilteredOut-<reason> (MessageAttributes, MessageBody, NoMessageAttributes,
+    InvalidAttributes, InvalidMessageBody)."""
+
+    reason: str
+
+
 @dataclass(slots=True)
 class Published:
     """What a publish answers per message, and what its subscriptions did with it."""
@@ -286,5 +295,7 @@ class Published:
     message_id: str
     sequence_number: str | None = None
     delivered: int = 0
-    filtered_out: int = 0
+    filtered_out: list[str] = field(default_factory=list)  # a reason per subscription that turned it away
     failed: int = 0
+    redriven: int = 0  # failed deliveries stored in the subscription's dead-letter queue
+    not_redriven: int = 0  # failed deliveries whose dead-letter queue would not take them either

@@ -25,13 +25,23 @@ _TOPIC_COUNTERS = (
      "(NumberOfNotificationsDelivered)."),
     ("filtered_out", "queueserver_topic_notifications_filtered_out", "Deliveries a subscription's filter policy "
      "turned away (NumberOfNotificationsFilteredOut)."),
-    ("failed", "queueserver_topic_notifications_failed", "Deliveries that found no queue that would take them "
+    ("failed", "queueserver_topic_notifications_failed", "Deliveries the subscribed queue would not take "
      "(NumberOfNotificationsFailed)."),
+    ("redriven_to_dlq", "queueserver_topic_notifications_redriven_to_dlq", "Failed deliveries stored in the "
+     "subscription's dead-letter queue (NumberOfNotificationsRedrivenToDlq)."),
+    ("failed_to_redrive_to_dlq", "queueserver_topic_notifications_failed_to_redrive_to_dlq", "Failed deliveries "
+     "the subscription's dead-letter queue would not take either (NumberOfNotificationsFailedToRedriveToDlq)."),
 )
+# The reasons of NumberOfNotificationsFilteredOut-<reason>, each a series of the family below.
+FILTER_REASONS = ("MessageAttributes", "MessageBody", "NoMessageAttributes", "InvalidAttributes",
+                  "InvalidMessageBody")
 
 
 def topic_families(topics: Topics, max_topics: int) -> Iterator[Metric]:
     counters = {field: CounterMetricFamily(name, text, labels=TOPIC_LABELS) for field, name, text in _TOPIC_COUNTERS}
+    by_reason = CounterMetricFamily("queueserver_topic_notifications_filtered_out_by_reason", "Deliveries a filter "
+                                    "policy turned away, by reason (NumberOfNotificationsFilteredOut-<reason>).",
+                                    labels=[*TOPIC_LABELS, "reason"])
     tallies = topics.tallies.copy()
     listed = topics.loaded()
     series = [([t.name, t.region, t.account], tallies.get(t.id) or TopicTally()) for t in listed[:max_topics]]
@@ -41,8 +51,14 @@ def topic_families(topics: Topics, max_topics: int) -> Iterator[Metric]:
             tally = tallies.get(topic.id)
             for field, _, _ in _TOPIC_COUNTERS:
                 setattr(rest, field, getattr(rest, field) + (getattr(tally, field) if tally else 0))
+            for reason, count in (tally.filtered_out_by.copy().items() if tally else ()):
+                rest.filtered_out_by[reason] = rest.filtered_out_by.get(reason, 0) + count
         series.append(([OTHER, "", ""], rest))
     for labels, tally in series:
         for field, family in counters.items():
             family.add_metric(labels, getattr(tally, field))
+        reasons = tally.filtered_out_by.copy()
+        for reason in FILTER_REASONS:
+            by_reason.add_metric([*labels, reason], reasons.get(reason, 0))
     yield from counters.values()
+    yield by_reason

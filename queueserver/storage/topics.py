@@ -18,7 +18,7 @@ from typing import Awaitable, Callable
 
 from queueserver import errors
 from queueserver.clock import Clock
-from queueserver.models import NewMessage, Publication, Published, Queue, Topic, TopicSubscription
+from queueserver.models import FilteredOut, NewMessage, Publication, Published, Queue, Topic, TopicSubscription
 from queueserver.storage import topic_store
 from queueserver.storage.database import Database
 from queueserver.storage.operations import Transaction
@@ -26,9 +26,9 @@ from queueserver.storage.queue_cache import QueueCache
 from queueserver.storage.receiving import DEDUPLICATION_WINDOW_MS
 from queueserver.storage.sending import Sending
 
-# What a subscription's queue receives of a publication, given the FIFO topic's SequenceNumber: None when
-# its filter policy lets the publication through to no one, a reason (str) when it cannot be delivered.
-Render = Callable[[Publication, TopicSubscription, str | None], NewMessage | str | None]
+# What a subscription's queue receives of a publication, given the FIFO topic's SequenceNumber: FilteredOut
+# when its filter policy turns the publication away, a reason (str) when it cannot be delivered.
+Render = Callable[[Publication, TopicSubscription, str | None], NewMessage | FilteredOut | str]
 # Whether the queue lets the topic send to it (its Policy, with credentials on).
 MayDeliver = Callable[[Queue, Topic], bool]
 
@@ -42,6 +42,9 @@ class TopicTally:
     delivered: int = 0
     filtered_out: int = 0
     failed: int = 0
+    redriven_to_dlq: int = 0
+    failed_to_redrive_to_dlq: int = 0
+    filtered_out_by: dict[str, int] = dataclasses.field(default_factory=dict)  # by FilteredOut.reason
 
 
 class Topics:
@@ -277,8 +280,12 @@ class Topics:
             tally.published += 1
             tally.publish_bytes += publication.size
             tally.delivered += answer.delivered
-            tally.filtered_out += answer.filtered_out
+            tally.filtered_out += len(answer.filtered_out)
+            for reason in answer.filtered_out:
+                tally.filtered_out_by[reason] = tally.filtered_out_by.get(reason, 0) + 1
             tally.failed += answer.failed
+            tally.redriven_to_dlq += answer.redriven
+            tally.failed_to_redrive_to_dlq += answer.not_redriven
         return answers
 
     @staticmethod
@@ -298,8 +305,8 @@ class Topics:
                per_queue: dict[int, tuple[Queue, list[NewMessage]]], render: Render, may_deliver: MayDeliver) -> None:
         """What the subscription's queue (or, if that cannot take it, its dead-letter queue) receives."""
         message = render(publication, subscription, answer.sequence_number)
-        if message is None:
-            answer.filtered_out += 1
+        if isinstance(message, FilteredOut):
+            answer.filtered_out.append(message.reason)
             return
         if isinstance(message, str):  # undeliverable anywhere (its dead-letter queue would refuse it too)
             answer.failed += 1
@@ -308,16 +315,20 @@ class Topics:
         if queue is None or queue.subscribed_to is not None or not may_deliver(queue, topic) or (
                 queue.fifo and message.group_id is None):
             # A client-side failure, not retried: to the subscription's dead-letter queue if it has one.
+            answer.failed += 1
             queue = self._dead_letter_queue(subscription)
             if queue is None or not may_deliver(queue, topic) or (queue.fifo and message.group_id is None):
-                answer.failed += 1
+                if subscription.attributes.get("RedrivePolicy"):
+                    answer.not_redriven += 1
                 return
+            answer.redriven += 1
         if not queue.fifo and message.deduplication_id is not None:
             message = dataclasses.replace(message, deduplication_id=None)
         if queue.delay_seconds:
             message = dataclasses.replace(message, delay_seconds=queue.delay_seconds)
         per_queue.setdefault(queue.id, (queue, []))[1].append(message)
-        answer.delivered += 1
+        if queue.arn == subscription.endpoint:
+            answer.delivered += 1
 
     def _dead_letter_queue(self, subscription: TopicSubscription) -> Queue | None:
         target = subscription.attributes.get("RedrivePolicy")

@@ -242,28 +242,48 @@ def test_an_undeliverable_message_goes_to_the_subscription_dead_letter_queue(sns
     assert json.loads(message["Body"])["Message"] == "to the dlq"
 
 
-def test_metrics_count_published_delivered_filtered_out_and_failed_per_topic(
+def test_metrics_count_published_delivered_filtered_out_failed_and_redriven_per_topic(
         tmp_path: Any, server_factory: Any, make_client: Any, name: str) -> None:
     server = server_factory(tmp_path / "metrics.db", "--test-clock")
     sns = boto3.client("sns", endpoint_url=server.endpoint, region_name="us-east-1", aws_access_key_id="test",
                        aws_secret_access_key="test")
-    wiring = Wiring(sns, make_client(server.endpoint), name)
+    sqs = make_client(server.endpoint)
+    wiring = Wiring(sns, sqs, name)
     wiring.queue("all")
     wiring.queue("reds", FilterPolicy=json.dumps({"colour": ["red"]}))
+    wiring.queue("bodies", FilterPolicy=json.dumps({"colour": ["red"]}), FilterPolicyScope="MessageBody")
     sns.subscribe(TopicArn=wiring.topic, Protocol="sqs", Endpoint=f"arn:aws:sqs:us-east-1:000000000000:{name}-gone")
+    sqs.create_queue(QueueName=f"{name}-dlq")
+    sns.subscribe(TopicArn=wiring.topic, Protocol="sqs", Endpoint=f"arn:aws:sqs:us-east-1:000000000000:{name}-lost",
+                  Attributes={"RedrivePolicy": json.dumps(
+                      {"deadLetterTargetArn": f"arn:aws:sqs:us-east-1:000000000000:{name}-dlq"})})
     sns.publish(TopicArn=wiring.topic, Message="abc",
                 MessageAttributes={"colour": {"DataType": "String", "StringValue": "blue"}})
     sns.publish_batch(TopicArn=wiring.topic, PublishBatchRequestEntries=[
-        {"Id": "1", "Message": "de", "MessageAttributes": {"colour": {"DataType": "String", "StringValue": "red"}}}])
+        {"Id": "1", "Message": '{"colour": "red"}',
+         "MessageAttributes": {"colour": {"DataType": "String", "StringValue": "red"}}},
+        {"Id": "2", "Message": "x"}])
     with urllib.request.urlopen(server.endpoint + "/metrics") as response:
         text = response.read().decode()
-    labels = f'{{account="000000000000",region="us-east-1",topic="{wiring.topic.rpartition(":")[2]}"}}'
-    values = {family: float(re.search(rf"^queueserver_topic_{family}_total{re.escape(labels)} (\S+)$", text,
-                                      re.M).group(1))  # type: ignore[union-attr]
-              for family in ("messages_published", "notifications_delivered", "notifications_filtered_out",
-                             "notifications_failed")}
-    assert values == {"messages_published": 2, "notifications_delivered": 3, "notifications_filtered_out": 1,
-                      "notifications_failed": 2}
+    topic = wiring.topic.rpartition(":")[2]
+
+    def value(family: str, reason: str = "") -> float:  # the exposition writes the labels in name order
+        labels = f'account="000000000000",{reason}region="us-east-1",topic="{topic}"'
+        found = re.search(rf"^queueserver_topic_{family}_total{{{re.escape(labels)}}} (\S+)$", text, re.M)
+        assert found is not None, family
+        return float(found.group(1))
+
+    # 3 publications x 5 subscriptions: "all" takes 3, "reds" 1 and "bodies" 1; "gone" fails 3 times;
+    # "lost" fails 3 times and its dead-letter queue takes each.
+    assert {f: value(f) for f in ("messages_published", "notifications_delivered", "notifications_filtered_out",
+                                  "notifications_failed", "notifications_redriven_to_dlq",
+                                  "notifications_failed_to_redrive_to_dlq")} == {
+        "messages_published": 3, "notifications_delivered": 5, "notifications_filtered_out": 4,
+        "notifications_failed": 6, "notifications_redriven_to_dlq": 3, "notifications_failed_to_redrive_to_dlq": 0}
+    assert {r: value("notifications_filtered_out_by_reason", f'reason="{r}",') for r in (
+        "MessageAttributes", "MessageBody", "NoMessageAttributes", "InvalidAttributes", "InvalidMessageBody")} == {
+        "MessageAttributes": 1, "MessageBody": 0, "NoMessageAttributes": 1, "InvalidAttributes": 0,
+        "InvalidMessageBody": 2}
 
 
 def test_a_restarted_server_shows_its_topics_in_metrics_before_any_sns_request(tmp_path: Any,

@@ -178,10 +178,12 @@ def parse_json(text: str) -> Any:
         raise ValueError("the document is nested too deeply") from None
 
 
-def matches_attributes(policy: dict[str, Any], attributes: dict[str, dict[str, str]] | None) -> bool:
-    """Scope MessageAttributes: each attribute's values (a String.Array's elements, a Number as a number)."""
+def refusal_of_attributes(policy: dict[str, Any], attributes: dict[str, dict[str, str]] | None) -> str | None:
+    """Scope MessageAttributes: None when the attributes match (a String.Array's elements, a Number as a
+    number), else why not: NoMessageAttributes, InvalidAttributes or MessageAttributes."""
     if not attributes:
-        return False  # even `exists: false` does not match a message with no attributes at all
+        return "NoMessageAttributes"  # even `exists: false` does not match a message with no attributes at all
+    invalid = False
     values: dict[str, Any] = {}
     for name, attribute in attributes.items():
         data_type = attribute.get("DataType", "")
@@ -192,25 +194,31 @@ def matches_attributes(policy: dict[str, Any], attributes: dict[str, dict[str, s
             try:
                 values[name] = [float(text)]
             except ValueError:
-                values[name] = []
+                values[name], invalid = [], True
         elif data_type.startswith("String.Array"):
             try:
                 parsed = parse_json(text)
             except ValueError:
                 parsed = None
             values[name] = parsed if isinstance(parsed, list) else []
+            invalid = invalid or not isinstance(parsed, list)
         else:
             values[name] = [text]
-    return _matches_object(policy, values)
+    if _matches_object(policy, values):
+        return None
+    return "InvalidAttributes" if invalid else "MessageAttributes"
 
 
-def matches_body(policy: dict[str, Any], body: str) -> bool:
-    """Scope MessageBody: the body must be a JSON object; nested keys are matched level by level."""
+def refusal_of_body(policy: dict[str, Any], body: str) -> str | None:
+    """Scope MessageBody: None when the body (a JSON object, nested keys matched level by level) matches,
+    else why not: InvalidMessageBody or MessageBody."""
     try:
         document = parse_json(body)
     except ValueError:
-        return False
-    return isinstance(document, dict) and _matches_object(policy, document)
+        return "InvalidMessageBody"
+    if not isinstance(document, dict):
+        return "InvalidMessageBody"
+    return None if _matches_object(policy, document) else "MessageBody"
 
 
 def _matches_object(policy: dict[str, Any], document: dict[str, Any]) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from queueserver import errors
-from queueserver.models import NewMessage, Publication, Queue, Topic, TopicSubscription, uuid4_string
+from queueserver.models import FilteredOut, NewMessage, Publication, Queue, Topic, TopicSubscription, uuid4_string
 from queueserver.protocol import messages
 from queueserver.protocol.params import RequestContext
 from queueserver.protocol.sns import envelope, filter_policy
@@ -211,7 +211,7 @@ class TopicDeliveries:
         self._policies: dict[str, Any] = {}  # each filter policy parsed once per request
 
     def render(self, publication: Publication, subscription: TopicSubscription,
-               sequence_number: str | None) -> NewMessage | str | None:
+               sequence_number: str | None) -> NewMessage | FilteredOut | str:
         m = self._by_id[publication.message_id]
         attributes = subscription.attributes
         policy = attributes.get("FilterPolicy")
@@ -219,11 +219,11 @@ class TopicDeliveries:
             document = self._policies.get(policy)
             if document is None:
                 document = self._policies[policy] = json.loads(policy)
-            if attributes.get("FilterPolicyScope") == "MessageBody":
-                if not filter_policy.matches_body(document, m.message):
-                    return None
-            elif not filter_policy.matches_attributes(document, m.attributes):
-                return None
+            refusal = (filter_policy.refusal_of_body(document, m.message)
+                       if attributes.get("FilterPolicyScope") == "MessageBody"
+                       else filter_policy.refusal_of_attributes(document, m.attributes))
+            if refusal is not None:
+                return FilteredOut(refusal)
         to_fifo = subscription.endpoint.endswith(".fifo")
         group = publication.group_id if (to_fifo or not self._topic.fifo) else None
         dedup = publication.deduplication_id if to_fifo else None
