@@ -7,7 +7,8 @@ own subscriptions, long-poll wake-ups), all in the transaction whose COMMIT answ
 an acknowledged publish is in every queue it matched, and a publish not acknowledged is in none.
 
 The topics are read into memory on first use and changed at each operation's end, with an undo
-should the group roll back (operations.py: an operation may run twice).
+should the group roll back (operations.py: an operation may run twice). Only the database thread changes
+them; the event loop reads them, copying a dict's values in one step (list()) before walking them.
 """
 
 from __future__ import annotations
@@ -86,8 +87,8 @@ class Topics:
 
     def listed(self, region: str, account: str) -> list[Topic]:
         """The account's topics in the region, by ARN."""
-        return sorted((t for t in self._topics().values() if t.region == region and t.account == account),
-                      key=lambda t: t.arn)
+        everything = list(self._topics().values())  # one C step: the database thread may change the dict
+        return sorted((t for t in everything if t.region == region and t.account == account), key=lambda t: t.arn)
 
     def loaded(self) -> list[Topic]:
         """Every topic, first created first; none before `load` (the first SNS request or scrape) read them."""
@@ -104,7 +105,7 @@ class Topics:
         if topic is not None:
             return sorted(list(self._by_topic.get(topic.id, {}).values()), key=lambda s: s.arn)
         by_id = self._by_id
-        chosen = [s for s in self._subscriptions.values()
+        chosen = [s for s in list(self._subscriptions.values())
                   if (region is None or by_id[s.topic_id].region == region)
                   and (account is None or by_id[s.topic_id].account == account)]
         return sorted(chosen, key=lambda s: s.arn)
