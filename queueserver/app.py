@@ -11,46 +11,38 @@ Starlette serves the rest (the test clock, the console), where convenience matte
 A browser that opens the server's address (GET / asking for HTML, no action) is sent to the console,
 and gets an icon at /favicon.ico; SDKs never ask for either.
 
-With credentials on, /metrics wants a signed request of a key whose identity policy allows
-`queueserver:GetMetrics` (it names every account's queues), and moving the test clock wants a key
-marked `admin = true` (every tenant's signatures are checked against it). A second app serves the
-metrics listener (`--metrics-listen`): /metrics, /health and /ready only, unsigned, for a scraper
-that cannot sign and an address only it can reach; its bodies pass the same door.
+The server's own endpoints (/health, /ready, /metrics, the test clock) are server_endpoints.py's, each
+through the rule auth/door.py declares for it. A second app serves the metrics listener
+(`--metrics-listen`): /metrics, /health and /ready only, unsigned, for a scraper that cannot sign and an
+address only it can reach; its bodies pass the same door.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from importlib.resources import files
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, MutableMapping
+from typing import Any, Awaitable, Callable
 
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from queueserver import errors
 from queueserver.auth import Authenticator
 from queueserver.browser_guard import BrowserGuard
-from queueserver.client_text import json_document
-from queueserver.clock import MAX_ADVANCE_SECONDS
 from queueserver.config import ServerConfig
 from queueserver.console import CONSOLE_PREFIX, create_console
 from queueserver.http_body import read_rest, refuse_declared_oversize, replay
 from queueserver.logs import AccessLog
 from queueserver.metrics import Metrics
-from queueserver.protocol import Dispatcher, HttpRequest, HttpResponse
-from queueserver.protocol.error_codes import wire_error
+from queueserver.protocol import Dispatcher, HttpResponse
 from queueserver.replication import ReplicationReport
+from queueserver.server_endpoints import CLOCK_PATH, ServerEndpoints, headers_of, plain, to_http_request
 from queueserver.storage import QueueEngine
 from queueserver.tallies import LATENCY_BOUNDS, ConnectionTally, RequestTally
 
-CLOCK_PATH = "/_queueserver/clock"
 CLOCK_BODY_BYTES = 1024  # {"advance_seconds": N}
-GET_METRICS = "queueserver:GetMetrics"  # the IAM action a key's identity policy must allow to read /metrics
 _GET = frozenset({"GET"})  # /metrics, /health, /ready and /favicon.ico: no queue URL has one path segment
 _OPERATIONS = ("metrics", "health", "ready")  # what the metrics listener serves too
 
@@ -98,23 +90,6 @@ ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Cal
                    Awaitable[None]]
 
 
-def _headers(scope: MutableMapping[str, Any]) -> dict[str, str]:
-    return {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
-
-
-def _http_request(scope: MutableMapping[str, Any], headers: dict[str, str], body: bytes, default_host: str) -> HttpRequest:
-    return HttpRequest(
-        method=scope["method"],
-        path=scope["path"],
-        headers=headers,
-        body=body,
-        scheme=scope.get("scheme", "http"),
-        default_host=default_host,
-        query_string=scope.get("query_string", b"").decode("latin-1"),
-        client_ip=(scope.get("client") or ("", 0))[0],
-    )
-
-
 def _start_message(response: HttpResponse) -> dict[str, Any]:
     headers = [(b"content-length", str(len(response.body)).encode())]
     headers += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.headers.items()]
@@ -124,20 +99,6 @@ def _start_message(response: HttpResponse) -> dict[str, Any]:
 async def _send(send: Any, response: HttpResponse) -> None:
     await send(_start_message(response))
     await send({"type": "http.response.body", "body": response.body})
-
-
-def _json_response(status: int, document: dict[str, Any]) -> HttpResponse:
-    return HttpResponse(status, {"content-type": "application/json", "cache-control": "no-store"},
-                        json.dumps(document).encode())
-
-
-def _plain(status: int, text: str) -> HttpResponse:
-    return HttpResponse(status, {"content-type": "text/plain; charset=utf-8"}, text.encode())
-
-
-def _error_document(error: errors.SQSError) -> HttpResponse:
-    """An SQS error on the server's own endpoints (metrics, clock): its code and message as JSON."""
-    return _json_response(wire_error(error).status, {"code": wire_error(error).query_code, "message": error.message})
 
 
 def create_app(config: ServerConfig, engine: QueueEngine, authenticator: Authenticator | None = None,
@@ -158,12 +119,13 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
     default_host = f"{config.host}:{config.port}"
     requests = RequestTally()
     latencies = requests.by_action
-    metrics = Metrics(engine, requests, connections or ConnectionTally(), config.metrics_max_queues, replication)
+    metrics = Metrics(engine, requests, connections or ConnectionTally(), config.metrics_max_queues, replication,
+                      None if authenticator is None else lambda: authenticator.unreadable_policies)
     access_log = AccessLog() if config.access_log else None
 
     async def sqs(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any, send: Any,
                   started: float) -> None:
-        http_request = _http_request(scope, headers, body, default_host)
+        http_request = to_http_request(scope, headers, body, default_host)
         http_request.receive = receive  # a long poll learns from it that its client has gone
         reason = cors = None
         if guards_hosts or "origin" in headers or "sec-fetch-site" in headers:  # else the guard has nothing to say
@@ -193,101 +155,10 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
         if access_log is not None:
             access_log.request(http_request.action, http_request.params, response.status, elapsed)
 
-    async def operations(scope: dict[str, Any], headers: dict[str, str], verify: bool) -> HttpResponse:
-        """/health: the process answers. /ready: the database takes writes. /metrics: Prometheus.
-
-        `verify`: with credentials on, /metrics wants a key allowed queueserver:GetMetrics (not on the metrics
-        listener, whose address is its protection).
-        """
-        path = scope["path"]
-        if path == "/health":
-            return _json_response(200, {"status": "ok"})
-        if path == "/ready":
-            problems = await engine.observe.unready()
-            # Replication is reported, never a reason to refuse: a replica behind loses no request.
-            shown = {} if replication is None else {"replication": replication().as_dict()}
-            if problems:
-                return _json_response(503, {"status": "unavailable", "problems": problems, **shown})
-            return _json_response(200, {"status": "ready", **shown})
-        reason = guard.refusal(headers)  # queue names are not for any web page that asks
-        if reason is not None:
-            return _plain(403, reason)
-        if verify and authenticator is not None:
-            try:
-                caller = dispatcher.authenticate(_http_request(scope, headers, b"", default_host))
-                assert caller is not None
-                caller.authorize_server_action(GET_METRICS)
-            except errors.SQSError as error:
-                return _error_document(error)
-        body, content_type = await metrics.exposition(headers.get("accept", ""))
-        return HttpResponse(200, {"content-type": content_type}, body)
-
-    async def clock(request: Request) -> Response:
-        """Move the manual clock (only with --test-clock): POST {"advance_seconds": S}; GET reads it."""
-        manual = engine.test_clock
-        body = await request.body()
-        try:  # with credentials on, only a signed request may read the clock, and only an admin key move it
-            caller = dispatcher.authenticate(_http_request(request.scope, _headers(request.scope), body, default_host))
-            if caller is not None and request.method == "POST" and not caller.key.admin:
-                raise errors.AccessDenied(f"User: {caller.key.arn} is not authorized to move the test clock: "
-                                          "only a key marked admin = true in the credentials file may")
-        except errors.SQSError as error:
-            refused = _error_document(error)
-            return Response(refused.body, refused.status, refused.headers)
-        if manual is None:
-            return JSONResponse({"message": "the test clock is off; start the server with --test-clock"}, 404)
-        if request.method == "POST":
-            document = json_document(body or b"{}")
-            seconds = document.get("advance_seconds", 0) if isinstance(document, dict) else None
-            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-                return JSONResponse({"message": 'expected {"advance_seconds": <a number of seconds>}'}, 400)
-            if not 0 <= seconds <= MAX_ADVANCE_SECONDS:  # NaN fails both comparisons; no float() of a huge int
-                return JSONResponse({"message": "advance_seconds must be a finite number of seconds from 0 to "
-                                                f"{MAX_ADVANCE_SECONDS} (ten years): the clock does not go backwards"},
-                                    400)
-            await manual.advance(round(seconds * 1000))
-        return JSONResponse({"now_ms": manual.now_ms(), "timers": manual.pending()})
-
-    extras = Starlette(routes=[Route(CLOCK_PATH, clock, methods=["GET", "POST"])])
+    endpoints = ServerEndpoints(engine, dispatcher, authenticator, guard, metrics, replication, default_host)
+    extras = Starlette(routes=[Route(CLOCK_PATH, endpoints.clock, methods=["GET", "POST"])])
     console = create_console(config, engine, guard, authenticator, replication) if config.console_enabled else None
-
-    async def operations_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
-                               send: Any, started: float) -> None:
-        await _send(send, await operations(scope, headers, verify=True))
-
-    async def clock_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
-                          send: Any, started: float) -> None:
-        if guard.refusal(headers):  # no web page may move the clock
-            await _send(send, HttpResponse(403, {"connection": "close"}, b"refused"))
-            return
-        await extras(scope, replay(body, receive), send)
-
-    async def console_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
-                            send: Any, started: float) -> None:
-        assert console is not None
-        await console(scope, replay(body, receive), send)
-
-    icon = HttpResponse(200, {"content-type": "image/x-icon", "cache-control": "max-age=86400"},
-                        files("queueserver.console").joinpath("static/favicon.ico").read_bytes())
-
-    async def favicon_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
-                            send: Any, started: float) -> None:
-        await _send(send, icon)
-
-    async def home_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
-                         send: Any, started: float) -> None:
-        """GET /: a browser's (no action, asks for HTML) is sent to the console; any other is an SQS request."""
-        if (console is not None and not scope.get("query_string") and "text/html" in headers.get("accept", "")
-                and guard.refusal(headers) is None):
-            await _send(send, HttpResponse(302, {"location": CONSOLE_PREFIX + "/", "cache-control": "no-store"}, b""))
-            return
-        await sqs(scope, headers, body, receive, send, started)
-
-    handlers: dict[str, Handler] = {"metrics": operations_route, "health": operations_route,
-                                    "ready": operations_route, "favicon": favicon_route, "home": home_route,
-                                    "clock": clock_route, "sqs": sqs}
-    if console is not None:
-        handlers["console"] = console_route
+    handlers = _route_handlers(endpoints, guard, extras, console, sqs)
     served = [rule for rule in ROUTES if rule.name in handlers]
     unhandled = {rule.name for rule in ROUTES} - set(handlers) - ({"console"} if console is None else set())
     if unhandled:
@@ -334,34 +205,81 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
                 error: errors.RequestTooLarge) -> HttpResponse:
         """413 for a body over the route's limit, in the SQS protocol on its endpoint; the rest is not read."""
         if kind in ("sqs", "home"):
-            response = dispatcher.refuse(_http_request(scope, headers, b"", default_host), error)
+            response = dispatcher.refuse(to_http_request(scope, headers, b"", default_host), error)
         else:
-            response = _plain(413, error.message)
+            response = plain(413, error.message)
         response.headers["connection"] = "close"
         return response
 
-    operations_limit = limits["metrics"]
-    operation_paths = frozenset(rule.path for rule in ROUTES if rule.name in _OPERATIONS)
+    return app, _metrics_listener(endpoints, limits["metrics"])
+
+
+def _metrics_listener(endpoints: ServerEndpoints, limit: int) -> ASGIApp:
+    """The metrics listener's app: GET /metrics, /health and /ready, unsigned; nothing else. Its bodies pass
+    the same door as the main listener's."""
+    paths = frozenset(rule.path for rule in ROUTES if rule.name in _OPERATIONS)
 
     async def metrics_listener(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """The metrics listener: GET /metrics, /health and /ready, unsigned; nothing else. Its bodies pass
-        the same door as the main listener's."""
         if scope["type"] != "http":
             return
-        headers = _headers(scope)
+        headers = headers_of(scope)
         try:
-            refuse_declared_oversize(headers, operations_limit)
-            body = await read_rest(receive, operations_limit, await receive())
+            refuse_declared_oversize(headers, limit)
+            body = await read_rest(receive, limit, await receive())
         except errors.RequestTooLarge as error:
-            response = _plain(413, error.message)
+            response = plain(413, error.message)
             response.headers["connection"] = "close"
             await _send(send, response)
             return
         if body is None:  # the client went away
             return
-        if scope["method"] != "GET" or scope["path"] not in operation_paths:
-            await _send(send, _plain(404, "The metrics listener serves GET /metrics, /health and /ready only."))
+        if scope["method"] != "GET" or scope["path"] not in paths:
+            await _send(send, plain(404, "The metrics listener serves GET /metrics, /health and /ready only."))
             return
-        await _send(send, await operations(scope, headers, verify=False))
+        await _send(send, await endpoints.operations(scope, headers, verify=False))
 
-    return app, metrics_listener
+    return metrics_listener
+
+
+def _route_handlers(endpoints: ServerEndpoints, guard: BrowserGuard, extras: Starlette, console: Starlette | None,
+                    sqs: Handler) -> dict[str, Handler]:
+    """The handler of each route of ROUTES (the console's only when it is on)."""
+
+    async def operations_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
+                               send: Any, started: float) -> None:
+        await _send(send, await endpoints.operations(scope, headers, verify=True))
+
+    async def clock_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
+                          send: Any, started: float) -> None:
+        if guard.refusal(headers):  # no web page may move the clock
+            await _send(send, HttpResponse(403, {"connection": "close"}, b"refused"))
+            return
+        await extras(scope, replay(body, receive), send)
+
+    async def console_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
+                            send: Any, started: float) -> None:
+        assert console is not None
+        await console(scope, replay(body, receive), send)
+
+    icon = HttpResponse(200, {"content-type": "image/x-icon", "cache-control": "max-age=86400"},
+                        files("queueserver.console").joinpath("static/favicon.ico").read_bytes())
+
+    async def favicon_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
+                            send: Any, started: float) -> None:
+        await _send(send, icon)
+
+    async def home_route(scope: dict[str, Any], headers: dict[str, str], body: bytes, receive: Any,
+                         send: Any, started: float) -> None:
+        """GET /: a browser's (no action, asks for HTML) is sent to the console; any other is an SQS request."""
+        if (console is not None and not scope.get("query_string") and "text/html" in headers.get("accept", "")
+                and guard.refusal(headers) is None):
+            await _send(send, HttpResponse(302, {"location": CONSOLE_PREFIX + "/", "cache-control": "no-store"}, b""))
+            return
+        await sqs(scope, headers, body, receive, send, started)
+
+    handlers: dict[str, Handler] = {"metrics": operations_route, "health": operations_route,
+                                    "ready": operations_route, "favicon": favicon_route, "home": home_route,
+                                    "clock": clock_route, "sqs": sqs}
+    if console is not None:
+        handlers["console"] = console_route
+    return handlers

@@ -12,6 +12,7 @@ from queueserver import __version__
 from queueserver.admin_cli import COMMANDS as ADMIN_COMMANDS
 from queueserver.admin_cli import add_commands as add_admin_commands
 from queueserver.admin_cli import run as run_admin
+from queueserver.admin_cli.output import counted
 from queueserver.config import ServerConfig
 from queueserver.config_sources import add_options, load
 from queueserver.errors import ConfigError, CredentialsError, StartupError
@@ -47,7 +48,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # refused with the command's own usage, which lists what it takes (exit 2)
+        _command_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "serve":
         return _serve(args)
     if args.command in ADMIN_COMMANDS:
@@ -75,8 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"schema version: {report.schema_version} (this queueserver: {report.latest_schema_version})")
     print(f"queues: {len(report.queues)}")
     for q in report.queues:
-        print(f"  {q.region} {q.account} {q.name}: {q.messages} messages, {q.in_flight} in flight")
+        print(f"  {q.region} {q.account} {q.name}: {counted(q.messages, 'message')}, {q.in_flight} in flight")
     return 0 if report.integrity == "ok" else 1
+
+
+def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """A command's own parser, from the subparsers action argparse keeps among the parser's actions."""
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return commands.choices[command]
 
 
 def _restore(args: argparse.Namespace) -> None:

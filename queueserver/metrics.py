@@ -120,8 +120,10 @@ class Metrics:
     """
 
     def __init__(self, engine: QueueEngine, requests: RequestTally, connections: ConnectionTally, max_queues: int,
-                 replication: Callable[[], ReplicationReport] | None = None) -> None:
+                 replication: Callable[[], ReplicationReport] | None = None,
+                 unreadable_policies: Callable[[], int] | None = None) -> None:
         self._engine = engine
+        self._unreadable_policies = unreadable_policies  # with credentials on: stored policies found unreadable
         self._connections = connections
         self._replication = replication
         self._observe = engine.observe
@@ -182,6 +184,10 @@ class Metrics:
                                 "accept (a TLS one before its handshake).", value=opened)
         yield CounterMetricFamily("queueserver_connections_refused", "Connections refused at once because "
                                   "--max-connections were open.", value=refused)
+        if self._unreadable_policies is not None:
+            yield GaugeMetricFamily("queueserver_unreadable_policies", "Stored queue policies this server cannot "
+                                    "evaluate (found since the start): each denies every other account.",
+                                    value=self._unreadable_policies())
         yield from self._storage_families(snapshot)
         if snapshot.replication is not None:
             yield from _replication_families(snapshot.replication)

@@ -11,6 +11,7 @@ import logging
 import resource
 import os
 import signal
+import socket
 import ssl
 import sys
 from typing import Any, Callable
@@ -165,6 +166,28 @@ def _protocols(config: ServerConfig, gate: ConnectionGate, tls: ssl.SSLContext |
     return accepted
 
 
+def _listen(config: ServerConfig) -> list[socket.socket]:
+    """The server's sockets, bound before the database is opened, so that a taken port or an address this
+    machine does not have refuses the start in one line with nothing written (uvicorn listens on them)."""
+    try:
+        found = socket.getaddrinfo(config.host, config.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise StartupError(f"cannot listen on {config.host}: {exc.strerror}") from None
+    bound: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(found):  # as asyncio's create_server binds them
+            bound.append(sock := socket.socket(family, kind, proto))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError as exc:
+        for sock in bound:
+            sock.close()
+        raise StartupError(f"cannot listen on {config.host} port {config.port}: {exc.strerror or exc}") from None
+    return bound
+
+
 def _allow_descriptors(config: ServerConfig) -> None:
     """Raise the soft descriptor limit so that --max-connections can be reached (the hard limit caps it)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -266,12 +289,18 @@ async def serve(config: ServerConfig) -> None:
     trusted_proxies = _trusted_proxies(config)
     tls = _tls_context(config)
     replicator = _replicator(config)
+    listeners = _listen(config)
     _allow_descriptors(config)
     clock: Clock = ManualClock() if config.test_clock else SystemClock()
-    engine = await QueueEngine.open(
-        config.db_path, clock, enforce_cooldowns=config.enforce_cooldowns,
-        in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit,
-        counts_max_age=config.counts_max_age, max_subscriptions=config.max_subscriptions)
+    try:
+        engine = await QueueEngine.open(
+            config.db_path, clock, enforce_cooldowns=config.enforce_cooldowns,
+            in_flight_limit=config.in_flight_limit, fifo_in_flight_limit=config.fifo_in_flight_limit,
+            counts_max_age=config.counts_max_age, max_subscriptions=config.max_subscriptions)
+    except BaseException:
+        for sock in listeners:
+            sock.close()
+        raise
     _log_access(config, store)
     if trusted_proxies:
         log.info("X-Forwarded-For and X-Forwarded-Proto are believed from %s (--trusted-proxy)",
@@ -303,12 +332,15 @@ async def serve(config: ServerConfig) -> None:
             log_config=None if config.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
         )
         metrics = (metrics_address, _protocols(config, gate, tls, metrics_app)) if metrics_address else None
-        await _Server(uvicorn_config, engine, config.host, "https" if tls is not None else "http", metrics).serve()
+        await _Server(uvicorn_config, engine, config.host, "https" if tls is not None else "http",
+                      metrics).serve(sockets=listeners)
     finally:
         if watcher is not None:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
+        for sock in listeners:  # uvicorn closes them too, once it has served on them
+            sock.close()
         await engine.close()
         log.info("database closed")
         if replicator is not None:  # last: it uploads what the final commits wrote

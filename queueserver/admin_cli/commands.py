@@ -10,7 +10,7 @@ from queueserver.admin_cli import client
 from queueserver.admin_cli import copy as copy_command
 from queueserver.admin_cli import subscriptions, topics
 from queueserver.admin_cli.client import SUBSCRIPTION_SEPARATOR, Admin, AdminError
-from queueserver.admin_cli.output import Output, error
+from queueserver.admin_cli.output import Output, counted, error
 from queueserver.admin_cli.redrive import redrive
 from queueserver.admin_cli.rows import queue_pages
 from queueserver.extensions import BROWSE_ACTION
@@ -84,9 +84,9 @@ def queue(admin: Admin, out: Output, args: argparse.Namespace) -> int:
 def send(admin: Admin, out: Output, args: argparse.Namespace) -> int:
     if args.file is not None:
         with open(args.file, encoding="utf-8") as file:
-            body = file.read()
+            body = _without_line_end(file.read())
     elif args.body in (None, "-"):
-        body = sys.stdin.read()
+        body = _without_line_end(sys.stdin.read())
     else:
         body = args.body
     params: dict[str, Any] = {"QueueUrl": admin.url(args.name), "MessageBody": body}
@@ -97,6 +97,12 @@ def send(admin: Admin, out: Output, args: argparse.Namespace) -> int:
     sent.pop("ResponseMetadata", None)
     out.result(sent, sent["MessageId"])
     return client.OK
+
+
+def _without_line_end(text: str) -> str:
+    """A file or a pipe ends its last line with a newline that is no part of the body: `echo hello |` sends
+    "hello", as the shell's $(...) would give it. Only one goes: a body that ends in a blank line keeps it."""
+    return text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
 
 
 def receive(admin: Admin, out: Output, args: argparse.Namespace) -> int:
@@ -112,6 +118,8 @@ def receive(admin: Admin, out: Output, args: argparse.Namespace) -> int:
         if failed:
             raise AdminError(f"{len(failed)} received messages could not be deleted: {failed[0].get('Code')}",
                              client.SQS_ERROR)
+        for message in messages:
+            message["State"] = "deleted"
     _messages(out, args.name, messages)
     return client.OK
 
@@ -124,7 +132,7 @@ def peek(admin: Admin, out: Output, args: argparse.Namespace) -> int:
 
 
 def _messages(out: Output, name: str, messages: list[dict[str, Any]]) -> None:
-    out.table(messages, f"{len(messages)} messages from {name}",
+    out.table(messages, f"{counted(len(messages), 'message')} from {name}",
               ["message id", "state", "receives", "body"],
               [[m["MessageId"], m.get("State", "received"), m.get("Attributes", {}).get("ApproximateReceiveCount"),
                 m["Body"] if len(m["Body"]) <= 200 else m["Body"][:200] + "…"] for m in messages])
@@ -186,7 +194,8 @@ def add_commands(commands: Any) -> None:
     q.add_argument("--attribute", action="append", metavar="NAME=VALUE", help="create: an attribute; repeat")
     q.add_argument("--tag", action="append", metavar="KEY=VALUE", help="create: a tag; repeat")
     q.add_argument("--set", action="append", metavar="NAME=VALUE", help="attributes: change one first; repeat")
-    s = command("send", "send one message; the body from the argument, --file, or stdin (- or nothing)")
+    s = command("send", "send one message; the body from the argument, --file, or stdin (- or nothing), "
+                        "less the final newline of a file or stdin")
     s.add_argument("name")
     s.add_argument("body", nargs="?")
     s.add_argument("--file", help="read the body from this file")

@@ -58,6 +58,11 @@ class Output:
         self.console.print(table)
 
 
+def counted(number: int, noun: str) -> str:
+    """ "1 message", "2 messages", "0 messages": the nouns these commands count take an s."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def error(message: str) -> None:
     """A message for people, on stderr: stdout stays what a script reads."""
     sys.stderr.write(f"queueserver: {message}\n")

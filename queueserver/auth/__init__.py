@@ -3,8 +3,8 @@
 A layer of its own under `protocol/` (which asks it) and over the leaf modules (all it imports).
 """
 
-from queueserver.auth.access import Authenticator, Caller
+from queueserver.auth.access import Authenticator, Principal
 from queueserver.auth.credentials import CredentialsError, CredentialStore
 from queueserver.auth.sigv4 import Signed
 
-__all__ = ["Authenticator", "Caller", "CredentialStore", "CredentialsError", "Signed"]
+__all__ = ["Authenticator", "Principal", "CredentialStore", "CredentialsError", "Signed"]

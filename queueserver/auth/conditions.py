@@ -1,15 +1,18 @@
-"""Policy Condition blocks: the String, Arn, Numeric, Date, Bool, IpAddress and Null operators.
+"""Policy Condition blocks: every IAM condition operator (String, Numeric, Date, Bool, BinaryEquals,
+IpAddress, Arn, Null), with `IfExists` and the `ForAnyValue:` / `ForAllValues:` set operators.
 
-Each operator may carry `IfExists` (true when the key is absent). As in IAM: several values
-for one key match when any does (a negated operator when none does); several keys and several
-operators must all hold; a key absent from the request fails a positive operator and passes a
-negated one. The `ForAnyValue:` / `ForAllValues:` set operators are refused: every key here
-has one value. `…Like` values (and the Arn operators') are wildcards.py patterns, cut once when
-the policy is read.
+As in IAM: several values for one key match when any does (a negated operator when none does);
+several keys and several operators must all hold; a key absent from the request fails a positive
+operator and passes a negated one, unless `IfExists` (then it holds). Every key here has one value
+at most, so a set operator sees a set of one (or none): `ForAnyValue:` holds when that value
+matches (never for an absent key), `ForAllValues:` when it matches or the key is absent. `…Like`
+values (and the Arn operators') are wildcards.py patterns, cut once when the policy is read.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import re
 from dataclasses import dataclass
@@ -60,6 +63,7 @@ _OPERATORS: dict[str, tuple[Callable[[Any, str], bool], bool]] = {
     "ArnNotEquals": (_like, True),
     "ArnNotLike": (_like, True),
     "Bool": (lambda p, v: v.lower() == p.lower(), False),
+    "BinaryEquals": (lambda p, v: base64.b64encode(v.encode()).decode() == p, False),
     "IpAddress": (_ip, False),
     "NotIpAddress": (_ip, True),
 }
@@ -72,7 +76,9 @@ _OPERATORS.update({f"{kind}{name}": (_compare(convert, test), negated)
 _PATTERNS = frozenset(name for name, (test, _) in _OPERATORS.items() if test is _like)
 _CHECKS: dict[str, Callable[[str], Any]] = {
     "Numeric": _number, "Date": _date, "IpAddress": ipaddress.ip_network, "NotIpAddress": ipaddress.ip_network,
+    "BinaryEquals": lambda value: base64.b64decode(value, validate=True),
 }
+_SET_OPERATORS = ("ForAnyValue", "ForAllValues")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,13 +88,21 @@ class Condition:
     values: tuple[str, ...]
     if_exists: bool
     patterns: tuple[Any, ...]  # what the operator's test takes: the values, or Wildcards of them
+    set_operator: str = ""  # "", "ForAnyValue" or "ForAllValues"
 
     def holds(self, context: dict[str, str]) -> bool:
         value = context.get(self.key)
+        if self.set_operator and self.operator != "Null":
+            if value is None:  # the empty set: no value matches any, every value (none) matches all
+                return self.if_exists or self.set_operator == "ForAllValues"
+            return self._one(value)
         if self.operator == "Null":
             return (value is None) == (self.values[0].lower() == "true")
         if value is None:
             return self.if_exists or _OPERATORS[self.operator][1]
+        return self._one(value)
+
+    def _one(self, value: str) -> bool:
         test, negated = _OPERATORS[self.operator]
         try:
             matched = any(test(pattern, value) for pattern in self.patterns)
@@ -109,9 +123,10 @@ def parse_conditions(block: Any) -> tuple[Condition, ...]:
         raise ConditionError("Condition must be an object")
     conditions = []
     for name, keys in block.items():
-        if ":" in name:
-            raise ConditionError(f"{name}: set operators (ForAnyValue:, ForAllValues:) are not supported")
-        operator, if_exists = (name[:-len("IfExists")], True) if name.endswith("IfExists") else (name, False)
+        set_operator, _, bare = name.rpartition(":")
+        if set_operator not in ("", *_SET_OPERATORS):
+            raise ConditionError(f"unsupported condition set operator {set_operator}")
+        operator, if_exists = (bare[:-len("IfExists")], True) if bare.endswith("IfExists") else (bare, False)
         if operator not in _OPERATORS and (operator != "Null" or if_exists):
             raise ConditionError(f"unsupported condition operator {name}")
         if not isinstance(keys, dict) or not keys:
@@ -123,8 +138,8 @@ def parse_conditions(block: Any) -> tuple[Condition, ...]:
                 for value in values:
                     if check is not None:
                         check(value)
-            except ValueError:
+            except (ValueError, binascii.Error):
                 raise ConditionError(f"{name} {key}: {values!r} are not values this operator reads") from None
             patterns = tuple(Wildcard(v) for v in values) if operator in _PATTERNS else values
-            conditions.append(Condition(operator, key.lower(), values, if_exists, patterns))
+            conditions.append(Condition(operator, key.lower(), values, if_exists, patterns, set_operator))
     return tuple(conditions)

@@ -1,11 +1,12 @@
 """IAM-style policy documents: parsing, and whether one allows, denies or says nothing.
 
 Supported: Effect, Principal / NotPrincipal (`*`, account ids, `arn:aws:iam::ID:root`, user and
-role ARNs, with wildcards), Action / NotAction with `*` and `?` wildcards (case-insensitive),
+role ARNs, with wildcards; `Service` principals, which no key here is, so they match nothing), Action / NotAction with `*` and `?` wildcards (case-insensitive),
 Resource / NotResource with wildcards, and the Condition operators of `conditions.py`. Every
-pattern is matched by wildcards.py, in time bounded by its length. Anything else (Principal
-types other than AWS, unknown operators) is refused when the policy is read, so a policy never
-means less than it says.
+pattern is matched by wildcards.py, in time bounded by its length. Anything else (Federated and
+CanonicalUser principals, policy variables, unknown operators) is refused when the policy is read, so a
+policy never means less than it says; one stored before it was refused keeps its readable Denies
+(`readable_denies`).
 """
 
 from __future__ import annotations
@@ -62,10 +63,15 @@ class _Principals:
     def parse(cls, value: Any, field: str) -> _Principals:
         if value == "*":
             return cls(True, frozenset(), frozenset(), ())
-        if not isinstance(value, dict) or set(value) != {"AWS"}:
-            raise PolicyError(f'{field} must be "*" or {{"AWS": ...}}; other principal types are not supported')
+        if not isinstance(value, dict) or not value or set(value) - {"AWS", "Service"}:
+            raise PolicyError(f'{field} must be "*" or {{"AWS": ...}} or {{"Service": ...}}; other principal types '
+                              'are not supported')
+        if "Service" in value:  # a service principal (sns.amazonaws.com) is never a SigV4 key here: it matches none
+            for entry in _strings(value["Service"], field):
+                if not re.fullmatch(r"[a-z0-9.-]+\.amazonaws\.com(\.cn)?", entry):
+                    raise PolicyError(f"{field}: invalid service principal {entry!r}")
         anyone, accounts, arns, patterns = False, set(), set(), []
-        for entry in _strings(value["AWS"], field):
+        for entry in _strings(value["AWS"], field) if "AWS" in value else ():
             root = re.fullmatch(r"arn:aws:iam::(\d{12}):root", entry)
             if entry == "*":
                 anyone = True
@@ -184,8 +190,29 @@ class Policy:
         return best
 
 
+def readable_denies(text: str) -> Policy:
+    """The Deny statements of a queue Policy that does not parse as a whole, those that parse alone.
+
+    What a stored policy this version cannot read still says: it grants nothing, and denies what it can.
+    """
+    document = json_document(text)
+    statements = document.get("Statement") if isinstance(document, dict) else None
+    if isinstance(statements, dict):
+        statements = [statements]
+    kept = []
+    for index, raw in enumerate(statements if isinstance(statements, list) else ()):
+        if isinstance(raw, dict) and raw.get("Effect") == "Deny":
+            try:
+                kept.append(_statement(raw, index, True))
+            except PolicyError:
+                continue
+    return Policy(tuple(kept), conditional=any(statement.conditions for statement in kept))
+
+
 def parse_policy(text: str, *, resource_policy: bool) -> Policy:
     """A queue policy (resource_policy: each statement names a Principal) or a key's identity policy."""
+    if "${" in text:
+        raise PolicyError("policy variables (${...}) are not supported")
     document = json_document(text)
     if document is None:
         raise PolicyError(f"the policy is not valid JSON (nor nested more than {MAX_JSON_DEPTH} deep)")

@@ -3,8 +3,8 @@
 `Access.viewer(request)` is the one place deciding who views. Without credentials every viewer is
 `Viewer.anyone()` and may do everything. With credentials, `viewer` reads the session cookie set by
 the login form (sessions.py) and answers None when there is none; a logged-in viewer's `may` is the
-SQS endpoint's own policy evaluation (`Caller.authorize`, with the Policy that governs the queue),
-and its actions run as that caller. `visible_queue` is the one answer to "may this viewer see that
+SQS endpoint's own rule of that action (`door.permits`, with the Policy that governs the queue),
+and its actions run as that caller, through the same door (protocol/door.py) as every SQS request. `visible_queue` is the one answer to "may this viewer see that
 queue": a queue it may not see and a queue that does not exist are the same None, reached by the
 same work, so no page tells them apart.
 
@@ -24,11 +24,11 @@ from typing import Callable
 from starlette.requests import Request
 
 from queueserver import errors
-from queueserver.auth import Authenticator, Caller
+from queueserver.auth import Authenticator, Principal
 from queueserver.browser_guard import BrowserGuard
 from queueserver.console.sessions import SESSION_COOKIE, Sessions
-from queueserver.models import Queue, parse_arn
-from queueserver.protocol.queue_actions import governing_policy
+from queueserver.models import Queue
+from queueserver.protocol.door import permits
 from queueserver.storage import QueueEngine
 
 CSRF_COOKIE = "qs_console_csrf"
@@ -43,7 +43,7 @@ class Viewer:
     name: str
     allows: Callable[[str, str], bool]
     account: str
-    caller: Caller | None = None  # None: credentials are off, the console acts as the server's own account
+    caller: Principal | None = None  # None: credentials are off, the console acts as the server's own account
 
     @classmethod
     def anyone(cls, account: str) -> "Viewer":
@@ -75,16 +75,27 @@ class Access:
                                                 request.url.scheme == "https")
 
         def allows(action: str, arn: str) -> bool:
-            named = parse_arn(arn)  # None for "*": an action on no queue
-            owner = named[1] if named is not None else None  # a missing queue is its account's, as on the API
-            policy = governing_policy(self._engine, self._engine.find_queue_by_arn(arn), *named) if named else None
-            try:
-                caller.authorize(action, arn, owner, policy)
-            except errors.AccessDenied:
-                return False
-            return True
+            return permits(self._engine, caller, action, arn)
 
         return Viewer(key.arn, allows, key.account, caller)
+
+    def policy_unreadable(self, queue: Queue) -> bool:
+        """Whether the queue's stored Policy is one this server cannot evaluate (its page says so)."""
+        text = queue.attributes.get("Policy")
+        if not text or self._authenticator is None:
+            return False
+        return not self._authenticator.policy_is_readable(text)
+
+    @staticmethod
+    def admitted(viewer: Viewer, way: str) -> bool:
+        """Whether the viewer passes the door's rule of a console page's server-wide part (auth/door.py)."""
+        if viewer.caller is None:  # credentials off: the console is the operator's
+            return True
+        try:
+            viewer.caller.admit_server(way)
+        except errors.AccessDenied:
+            return False
+        return True
 
     def visible_queue(self, viewer: Viewer, region: str, account: str, name: str) -> Queue | None:
         """The queue (or subscription) if it exists and the viewer may see it (GetQueueAttributes), else None."""

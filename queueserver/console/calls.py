@@ -10,9 +10,10 @@ import uuid
 from typing import Any
 
 from queueserver import errors
-from queueserver.auth import Caller
+from queueserver.auth import Principal
 from queueserver.errors import ConsoleError
 from queueserver.protocol.dispatch import ACTIONS
+from queueserver.protocol.door import admit
 from queueserver.protocol.error_codes import wire_error
 from queueserver.protocol.params import RequestContext
 from queueserver.storage import QueueEngine
@@ -28,18 +29,21 @@ class SqsCalls:
         """A queue URL the handlers resolve (they do not look at its host; a page shows it with the real one)."""
         return self._context(region, account, None, "", base_url).queue_url(name)
 
-    def _context(self, region: str, account: str | None, caller: Caller | None, action: str,
+    def _context(self, region: str, account: str | None, caller: Principal | None, action: str,
                  base_url: str = "http://console") -> RequestContext:
         return RequestContext(region=region, account=caller.account if caller else account or self._account,
                               base_url=base_url, request_id=str(uuid.uuid4()),
                               sender_id=caller.key.key_id if caller else "console", home_region=self._home_region,
                               caller=caller, action=action)
 
-    async def call(self, action: str, region: str, params: dict[str, Any], caller: Caller | None = None
+    async def call(self, action: str, region: str, params: dict[str, Any], caller: Principal | None = None
                    ) -> dict[str, Any]:
-        """Run `action` as `caller` (the logged-in key; None without credentials): the handler authorizes it."""
+        """Run `action` as `caller` (the logged-in key; None without credentials) through the same door as
+        every SQS request: the action's whole rule is evaluated before its handler runs."""
         try:
-            result = await ACTIONS[action](self._engine, self._context(region, None, caller, action), params)
+            context = self._context(region, None, caller, action)
+            admit(self._engine, context, params)
+            result = await ACTIONS[action](self._engine, context, params)
             await self._engine.durable()
         except errors.SQSError as error:
             raise ConsoleError(wire_error(error).query_code, error.message) from None

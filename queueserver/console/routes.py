@@ -26,7 +26,6 @@ from queueserver.errors import ConsoleError
 from queueserver.extensions import BROWSE_ACTION, LIST_SUBSCRIPTIONS_ACTION
 from queueserver.console.sessions import SESSION_COOKIE, SESSION_SECONDS
 from queueserver.models import Queue
-from queueserver.protocol.extension_actions import BODY_READING
 from queueserver.replication import ReplicationReport
 from queueserver.storage import QueueEngine
 
@@ -61,6 +60,7 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
     calls = SqsCalls(engine, config.region, config.account_id)
     started = time.monotonic()
     fsync = views.FsyncWindow()
+    page_tokens = views.PageTokens()
     templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
     templates.globals.update(queue_path=_queue_path, arn_path=_arn_path, prefix=CONSOLE_PREFIX,
                              sparkline=views.sparkline, spark_width=views.SPARK_WIDTH, spark_height=views.SPARK_HEIGHT,
@@ -121,8 +121,8 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         viewer = access.viewer(request)
         assert viewer is not None  # the app below sends a request without a viewer to the login form
         fsync.note(engine.observe.storage.fsync_seconds)  # an open overview keeps the server page's window
-        found = await views.overview(engine, name_prefix, query.get("after", ""), query.get("before", ""), sort,
-                                     descending, lambda queue: viewer.may("GetQueueAttributes", queue.arn))
+        found = await views.overview(engine, page_tokens, name_prefix, query.get("after", ""), query.get("before", ""),
+                                     sort, descending, lambda queue: viewer.may("GetQueueAttributes", queue.arn))
         here = {k: query[k] for k in ("after", "before") if query.get(k)}
         return page(request, "overview.html", rows=found.rows, sort=sort, descending=descending,
                     name_prefix=name_prefix, here=here, earlier=found.before, later=found.after,
@@ -165,8 +165,9 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
                                  "url": calls.queue_url(region, queue.name, queue.account,  # as the endpoint makes it
                                                         f"{request.url.scheme}://{request.headers.get('host', '')}"),
                                  "next_token": None, "tasks": [], "source_names": [], "subscriptions": None,
-                                 "tags": queue.tags if viewer.may("ListQueueTags", arn) else None}
-        if all(viewer.may(action, arn) for action in (BROWSE_ACTION, *BODY_READING)):
+                                 "tags": queue.tags if viewer.may("ListQueueTags", arn) else None,
+                                 "policy_unreadable": access.policy_unreadable(queue)}
+        if viewer.may(BROWSE_ACTION, arn):  # its rule: ReceiveMessage too
             browse: dict[str, Any] = {"QueueUrl": url, "MaxNumberOfMessages": BROWSE_PAGE}
             if after:
                 browse["NextToken"] = after
@@ -191,8 +192,13 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         return shown
 
     async def server_page(request: Request) -> Response:
+        """The server's state; its database path, totals and replica only for a viewer the door admits."""
+        viewer = access.viewer(request)
+        assert viewer is not None
+        details = access.admitted(viewer, "console server page details")
         return page(request, "server.html", info=views.server_info(engine, config.db_path, started, fsync),
-                    replication=None if replication is None else views.replication_view(replication()))
+                    details=details,
+                    replication=None if replication is None or not details else views.replication_view(replication()))
 
     async def post(request: Request) -> Response:
         """Every state change on a queue or subscription: the path names it and the action; the token must

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Callable
@@ -118,15 +120,40 @@ def _position(token: str) -> tuple[str, str, str] | None:
     return (parts[2], parts[0], parts[1]) if len(parts) == 3 and all(parts) else None
 
 
-def _window(engine: QueueEngine, prefix: str, after: str, before: str,
+class PageTokens:
+    """The overview's Previous/Next tokens, which never name a queue the viewer may not see.
+
+    A page ends at the last queue looked at, which may be one the viewer may not see: such a boundary is
+    given an opaque handle kept here (the latest HANDLES_KEPT; an older one starts from the first page).
+    """
+
+    HANDLES_KEPT = 4096
+
+    def __init__(self) -> None:
+        self._handles: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
+
+    def token(self, queue: Queue, visible: Callable[[Queue], bool]) -> str:
+        if visible(queue):
+            return page_token(queue)
+        handle = "~" + secrets.token_urlsafe(12)  # "~" starts no page_token (a region never does)
+        self._handles[handle] = (queue.name, queue.region, queue.account)
+        if len(self._handles) > self.HANDLES_KEPT:
+            self._handles.popitem(last=False)
+        return handle
+
+    def position(self, token: str) -> tuple[str, str, str] | None:
+        return self._handles.get(token) if token.startswith("~") else _position(token)
+
+
+def _window(engine: QueueEngine, tokens: PageTokens, prefix: str, after: str, before: str,
             visible: Callable[[Queue], bool]) -> tuple[list[Queue], str | None, str | None]:
     """The page's queues in name order, and the tokens of the pages before and after it. It looks at
     SCAN queues at most (a viewer who may see few of them gets shorter pages, not slower ones), without
     an await: the engine's order does not change meanwhile."""
     floor = (prefix, "", "")  # before every queue whose name starts with the prefix (no region is "")
-    back = _position(before) if before else None
+    back = tokens.position(before) if before else None
     forward = back is None
-    start = back if back is not None else max(_position(after) or floor, floor)
+    start = back if back is not None else max(tokens.position(after) or floor, floor)
     shown: list[Queue] = []
     looked_at: list[Queue] = []
     more = False
@@ -147,7 +174,8 @@ def _window(engine: QueueEngine, prefix: str, after: str, before: str,
     first, last = looked_at[0], looked_at[-1]
     earlier = (start != floor and _continues(engine, prefix, first, forward=False)) if forward else more
     later = more if forward else _continues(engine, prefix, last, forward=True)
-    return shown, page_token(first) if earlier else None, page_token(last) if later else None
+    return (shown, tokens.token(first, visible) if earlier else None,
+            tokens.token(last, visible) if later else None)
 
 
 def _continues(engine: QueueEngine, prefix: str, queue: Queue, *, forward: bool) -> bool:
@@ -156,12 +184,12 @@ def _continues(engine: QueueEngine, prefix: str, queue: Queue, *, forward: bool)
     return any(q.name.startswith(prefix) for q in beside)
 
 
-async def overview(engine: QueueEngine, prefix: str, after: str, before: str, sort: str, descending: bool,
-                   visible: Callable[[Queue], bool]) -> OverviewPage:
+async def overview(engine: QueueEngine, tokens: PageTokens, prefix: str, after: str, before: str, sort: str,
+                   descending: bool, visible: Callable[[Queue], bool]) -> OverviewPage:
     """A page of the queues `visible` lets through whose name starts with `prefix`, in name order after the
     page token `after` (or before `before`), then sorted by `sort`; each with its subscriptions (by name)
     under it rather than among the queues, and the queues whose dead-letter queue it is."""
-    queues, earlier, later = _window(engine, prefix, after, before, visible)
+    queues, earlier, later = _window(engine, tokens, prefix, after, before, visible)
     rows = list(await asyncio.gather(*(queue_row(engine, q) for q in queues)))
     for row in rows:
         subscriptions = [s for s in engine.list_subscriptions(row.queue) if visible(s)]

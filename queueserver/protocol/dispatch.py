@@ -3,7 +3,7 @@
 `handle` takes the parts of an HTTP request and returns status, headers and body,
 so the HTTP adapter stays thin and a handler never knows which protocol came in.
 Every protocol takes the same path (`Dispatcher._run`: authenticate, find and check the
-action, decode, run, render); `codecs.py` holds only what differs between them.
+action, decode, pass the authorization door (protocol/door.py), run, render); `codecs.py` holds only what differs between them.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from urllib.parse import unquote
 
 from queueserver import errors
 from queueserver import extensions as ext
-from queueserver.auth import Authenticator, Caller, Signed
+from queueserver.auth import Authenticator, Principal, Signed
 from queueserver.auth.sigv4 import invalid_region
 from queueserver.client_connection import Receive
 from queueserver.limits import REGION_NAME
 from queueserver.models import uuid4_string
 from queueserver.protocol import extension_actions, message_actions as m, queue_actions as q, redrive_actions as r
 from queueserver.protocol.codecs import Codec, HttpResponse, codec_for
+from queueserver.protocol.door import OPEN_DOORS, admit
 from queueserver.protocol.params import RequestContext
 from queueserver.protocol.sns.dispatch import SnsDispatcher, addressed_to_sns, is_certificate_request
 from queueserver.storage import QueueEngine
@@ -104,7 +105,7 @@ class Dispatcher:
         self._random = random.Random()  # request ids need no secrecy, and os.urandom costs a syscall each
         self._sns = SnsDispatcher(engine, authenticator is not None)  # topics: the SNS API (protocol/sns/)
 
-    def _context(self, request: HttpRequest, request_id: str, action: str, caller: Caller | None,
+    def _context(self, request: HttpRequest, request_id: str, action: str, caller: Principal | None,
                  query_credential: str | None = None) -> RequestContext:
         """The credential scope of the Authorization header, or of a Query request's X-Amz-Credential."""
         host = request.headers.get("host") or request.default_host
@@ -126,7 +127,7 @@ class Dispatcher:
                               trace_header=request.headers.get("x-amzn-trace-id"), action=action,
                               receive=request.receive)
 
-    def authenticate(self, request: HttpRequest) -> Caller | None:
+    def authenticate(self, request: HttpRequest) -> Principal | None:
         """The verified caller (None with credentials off); raises the SQS error of a bad signature."""
         if self._authenticator is None:
             return None
@@ -178,7 +179,7 @@ class Dispatcher:
         log.info("request refused: %s", error.message)
         return codec_for(request.headers).render_error(uuid4_string(self._random), error)
 
-    async def _run(self, request: HttpRequest, request_id: str, codec: Codec, caller: Caller | None) -> HttpResponse:
+    async def _run(self, request: HttpRequest, request_id: str, codec: Codec, caller: Principal | None) -> HttpResponse:
         """Every protocol's one path: find and check the action, decode, run, render; errors in its format."""
         try:
             action, read = codec.action(request.headers, request.query_string, request.body)
@@ -190,8 +191,15 @@ class Dispatcher:
             request.params = params
             if "QueueUrl" not in params and action != "GetQueueUrl":  # GetQueueUrl names its queue by name
                 self._queue_url_from_path(request, params)
-            result = await handler(self._engine, self._context(request, request_id, action, caller, query_credential),
-                                   params)
+            context = self._context(request, request_id, action, caller, query_credential)
+            # The door: the action's whole rule, before its handler (credentials off: its resolution alone).
+            if caller is not None:
+                admit(self._engine, context, params)
+            else:
+                door = OPEN_DOORS[action]
+                if door is not None:
+                    door(self._engine, context, params)
+            result = await handler(self._engine, context, params)
             return codec.render(request_id, action, result)
         except errors.SQSError as error:
             return codec.render_error(request_id, error)

@@ -19,16 +19,14 @@ from queueserver.extensions import MAX_BROWSE
 from queueserver.models import SUBSCRIPTION_SEPARATOR, BrowsedMessage, Queue
 from queueserver.protocol import messages, params
 from queueserver.protocol.params import RequestContext
-from queueserver.protocol.queue_actions import resolve_queue, valid_queue_name
+from queueserver.protocol.queue_actions import valid_queue_name
 from queueserver.storage import QueueEngine
 
 DEFAULT_BROWSE = 100
-# What reading bodies without receiving them needs, besides the action itself.
-BODY_READING = ("ReceiveMessage",)
 
 
 async def browse_messages(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = resolve_queue(engine, ctx, p, also=BODY_READING)
+    queue = ctx.target
     limit = params.integer(p, "MaxNumberOfMessages", DEFAULT_BROWSE, 1, MAX_BROWSE,
                            f"Must be between 1 and {MAX_BROWSE}, if provided.")
     token = params.string(p, "NextToken")
@@ -66,7 +64,7 @@ async def create_subscription(engine: QueueEngine, ctx: RequestContext, p: dict[
     It lives in the queue's account, whoever asks (another account needs a Policy naming the action).
     """
     start_from = params.string(p, "StartFrom") or "new"
-    queue = _subscribable_queue(engine, ctx, p, also=BODY_READING if start_from == "all" else ())
+    queue = _subscribable_queue(ctx, p)
     name = params.string(p, "SubscriptionName", required_=True)
     assert name is not None
     if not valid_queue_name(name, queue.fifo):
@@ -80,7 +78,7 @@ async def create_subscription(engine: QueueEngine, ctx: RequestContext, p: dict[
 
 
 async def delete_subscription(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    subscription = resolve_queue(engine, ctx, {"QueueUrl": params.string(p, "SubscriptionUrl", required_=True)})
+    subscription = ctx.target  # the door resolved SubscriptionUrl
     if subscription.subscribed_to is None:
         raise errors.invalid_value("SubscriptionUrl", p["SubscriptionUrl"], "This is a queue, not a subscription.")
     await engine.delete_queue(subscription)
@@ -88,16 +86,15 @@ async def delete_subscription(engine: QueueEngine, ctx: RequestContext, p: dict[
 
 
 async def list_subscriptions(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = _subscribable_queue(engine, ctx, p)
+    queue = _subscribable_queue(ctx, p)
     prefix = len(queue.name) + len(SUBSCRIPTION_SEPARATOR)
     return {"Subscriptions": [{"SubscriptionName": s.name[prefix:],
                                "SubscriptionUrl": ctx.queue_url(s.name, s.account)}
                               for s in engine.list_subscriptions(queue)]}
 
 
-def _subscribable_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any],
-                        also: tuple[str, ...] = ()) -> Queue:
-    queue = resolve_queue(engine, ctx, p, also=also)
+def _subscribable_queue(ctx: RequestContext, p: dict[str, Any]) -> Queue:
+    queue = ctx.target
     if queue.subscribed_to is not None:
         raise errors.invalid_value("QueueUrl", p["QueueUrl"], "A subscription has no subscriptions of its own.")
     return queue

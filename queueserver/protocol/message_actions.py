@@ -13,7 +13,6 @@ from queueserver.models import DONE, EntryOutcome, NewMessage, Queue, ReceivedMe
 from queueserver.protocol import messages, params
 from queueserver.protocol.error_codes import wire_error
 from queueserver.protocol.params import RequestContext
-from queueserver.protocol.queue_actions import resolve_queue
 from queueserver.storage import QueueEngine
 
 _BATCH_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{limits.MAX_BATCH_ENTRY_ID_LENGTH}}}")  # fullmatch: "$" lets "\n" by
@@ -108,7 +107,8 @@ def _sent(sent: Any) -> dict[str, Any]:
 
 
 def _sending_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> Queue:
-    queue = resolve_queue(engine, ctx, p)
+    queue = ctx.queue  # resolved and authorized by the door
+    assert queue is not None
     if queue.subscribed_to is not None:
         raise errors.UnsupportedOperation(
             f"A subscription receives what is sent to its queue {queue.subscribed_to}; send there, not to it.")
@@ -189,7 +189,8 @@ def _rough_size(entry: dict[str, Any]) -> int:
 # -- receive ---------------------------------------------------------------------
 
 async def receive_message(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = resolve_queue(engine, ctx, p)
+    queue = ctx.queue  # resolved and authorized by the door
+    assert queue is not None
     max_messages = params.integer(p, "MaxNumberOfMessages", 1, 1, limits.MAX_RECEIVE_MESSAGES,
                                   "Must be between 1 and 10, if provided.")
     visibility = params.integer(p, "VisibilityTimeout", queue.visibility_timeout, 0,
@@ -234,14 +235,16 @@ def _message(m: ReceivedMessage, system_names: AbstractSet[str], attribute_names
 # -- delete and change visibility -------------------------------------------------
 
 async def delete_message(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = resolve_queue(engine, ctx, p)
+    queue = ctx.queue  # resolved and authorized by the door
+    assert queue is not None
     handle = params.string(p, "ReceiptHandle", required_=True)
     assert handle is not None
     return _only_outcome(await engine.delete_messages(queue, [handle]))
 
 
 async def delete_message_batch(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = resolve_queue(engine, ctx, p)
+    queue = ctx.queue  # resolved and authorized by the door
+    assert queue is not None
     entries = _batch_entries(p, "DeleteMessageBatchRequestEntry")
     handles = [entry.get("ReceiptHandle") for entry in entries]
     failed_early: dict[str, errors.SQSError] = {}
@@ -261,7 +264,8 @@ def _receipt_handle(entry: dict[str, Any]) -> str:
 
 
 async def change_message_visibility(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = resolve_queue(engine, ctx, p)
+    queue = ctx.queue  # resolved and authorized by the door
+    assert queue is not None
     handle = params.string(p, "ReceiptHandle", required_=True)
     timeout = params.integer(p, "VisibilityTimeout", None, 0, limits.MAX_VISIBILITY_TIMEOUT_SECONDS,
                              _VISIBILITY_REASON, required_=True)
@@ -278,7 +282,8 @@ def _only_outcome(outcomes: list[Any]) -> dict[str, Any]:
 
 
 async def change_message_visibility_batch(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = resolve_queue(engine, ctx, p)
+    queue = ctx.queue  # resolved and authorized by the door
+    assert queue is not None
     entries = _batch_entries(p, "ChangeMessageVisibilityBatchRequestEntry")
     changes, failed_early = _parse_entries(entries, _visibility_change)
     outcomes = await engine.change_visibility(queue, changes) if changes else []

@@ -7,11 +7,12 @@ so integers and booleans are accepted in either form.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from queueserver import errors
-from queueserver.auth import Caller
+from queueserver.auth import Principal
 from queueserver.client_connection import Receive
+from queueserver.models import Queue
 
 
 @dataclass(slots=True)
@@ -29,9 +30,13 @@ class RequestContext:
     sender_id: str
     home_region: str = ""
     trace_header: str | None = None  # the request's X-Amzn-Trace-Id header
-    caller: Caller | None = None  # None: credentials are off and every request may do anything
+    caller: Principal | None = None  # None: credentials are off and every request may do anything
     action: str = ""
     receive: Receive | None = None  # the request's ASGI receive channel (a long poll watches it for a hang-up)
+    # What the door resolved and authorized for the handler (protocol/door.py).
+    queue: Queue | None = None  # the QueueUrl's queue, or a move task's source
+    destination: Queue | None = None  # a move task's DestinationArn
+    return_check: Callable[[list[str]], None] | None = None  # a move task's origins: may messages go back there
 
     def queue_url(self, name: str, account: str | None = None) -> str:
         """`/<account>/<name>` in the server's own region, `/queue/<region>/<account>/<name>` in any other."""
@@ -39,10 +44,13 @@ class RequestContext:
             return f"{self.base_url}/{account or self.account}/{name}"
         return f"{self.base_url}/queue/{self.region}/{account or self.account}/{name}"
 
-    def authorize(self, arn: str, owner: str | None, policy: str | None, action: str | None = None) -> None:
-        """AccessDenied unless the caller may run this request's action (or `action`) on `arn`."""
-        if self.caller is not None:
-            self.caller.authorize(action or self.action, arn, owner, policy)
+    @property
+    def target(self) -> Queue:
+        """The queue the request acts on, resolved and authorized by the door (protocol/door.py)."""
+        queue = self.queue
+        if queue is None:  # a handler whose rule names no queue: refused, never run unchecked
+            raise errors.InternalError()
+        return queue
 
 
 def required(params: dict[str, Any], name: str) -> Any:

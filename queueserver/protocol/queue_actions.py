@@ -10,7 +10,7 @@ from typing import Any
 
 from queueserver import errors, limits
 from queueserver.client_text import json_document
-from queueserver.models import SUBSCRIPTION_SEPARATOR, Queue
+from queueserver.models import Queue
 from queueserver.protocol import params, queue_attributes, redrive_policy
 from queueserver.protocol.messages import first_invalid_character
 from queueserver.protocol.params import RequestContext
@@ -31,52 +31,6 @@ def valid_queue_name(name: str, fifo: bool) -> bool:
     return (_FIFO_NAME if fifo else _STANDARD_NAME).fullmatch(name) is not None
 
 
-def resolve_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any], *,
-                  also: tuple[str, ...] = ()) -> Queue:
-    """The queue the QueueUrl names; the request then acts in that queue's region (URLs, ARNs, policies).
-
-    `also`: actions the caller must be allowed on it besides this request's (with credentials on).
-    """
-    url = params.string(p, "QueueUrl", required_=True)
-    assert url is not None
-    region, owner, name = params.queue_location(url, ctx)
-    ctx.region = region
-    if ctx.caller is None:
-        if owner != ctx.account:  # one account when credentials are off: another's URL names no queue
-            raise errors.QueueDoesNotExist()
-        return engine.get_queue(region, owner, name)
-    return authorized_queue(engine, ctx, owner, name, also)
-
-
-def authorized_queue(engine: QueueEngine, ctx: RequestContext, owner: str, name: str,
-                     also: tuple[str, ...] = ()) -> Queue:
-    """The queue, once the caller is allowed this request's action (and `also`'s) on it.
-
-    A missing queue is judged as an existing one would be, so a denied caller learns nothing.
-    """
-    try:
-        queue: Queue | None = engine.get_queue(ctx.region, owner, name)
-    except errors.QueueDoesNotExist:
-        queue = None
-    arn = f"arn:aws:sqs:{ctx.region}:{owner}:{name}"
-    policy = governing_policy(engine, queue, ctx.region, owner, name)
-    ctx.authorize(arn, owner, policy)
-    for action in also:
-        ctx.authorize(arn, owner, policy, action)
-    if queue is None:
-        raise errors.QueueDoesNotExist()
-    return queue
-
-
-def governing_policy(engine: QueueEngine, queue: Queue | None, region: str, account: str, name: str) -> str | None:
-    """The Policy that governs the queue named so (`queue`: that queue, None if there is none): its own, or for a
-    subscription its queue's, so that what the queue's Policy says holds for the subscription too."""
-    if SUBSCRIPTION_SEPARATOR in name:
-        parent = name.partition(SUBSCRIPTION_SEPARATOR)[0]
-        queue = engine.find_queue_by_arn(f"arn:aws:sqs:{region}:{account}:{parent}")
-    return queue.attributes.get("Policy") if queue is not None else None
-
-
 async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
     name = params.string(p, "QueueName", required_=True)
     assert name is not None
@@ -85,7 +39,6 @@ async def create_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, An
     check_queue_name(name, fifo)
     if not _REGION_NAME.fullmatch(ctx.region):  # a signature's region is checked before; this is every other door
         raise errors.InvalidParameterValue(f"{ctx.region[:64]!r} is not a region name.")
-    ctx.authorize(f"arn:aws:sqs:{ctx.region}:{ctx.account}:{name}", ctx.account, None)
     supplied = _check_attributes(engine, ctx, name, fifo, requested, creating=True)
     tags = params.string_map(p, "tags")
     _check_tags(tags)
@@ -120,23 +73,14 @@ def _check_attributes(engine: QueueEngine, ctx: RequestContext, name: str, fifo:
 
 
 async def get_queue_url(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    name = params.string(p, "QueueName", required_=True)
-    owner = params.string(p, "QueueOwnerAWSAccountId")
-    assert name is not None
-    if ctx.caller is not None:  # another account's queue, where its policy allows GetQueueUrl
-        queue = authorized_queue(engine, ctx, owner or ctx.account, name)
-        return {"QueueUrl": ctx.queue_url(queue.name, queue.account)}
-    if owner is not None and owner != ctx.account:
-        raise errors.QueueDoesNotExist()
-    queue = engine.get_queue(ctx.region, ctx.account, name)
-    return {"QueueUrl": ctx.queue_url(queue.name)}
+    queue = ctx.target  # another account's, where its Policy allows GetQueueUrl (with credentials on)
+    return {"QueueUrl": ctx.queue_url(queue.name, queue.account)}
 
 
 async def list_queues(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
     prefix = params.string(p, "QueueNamePrefix") or ""
     max_results = params.integer(p, "MaxResults", None, 1, limits.MAX_LIST_RESULTS,
                                  "MaxResults must be an integer between 1 and 1000.")
-    ctx.authorize("*", None, None)
     token = params.string(p, "NextToken")
     limit = max_results if max_results is not None else limits.MAX_LIST_RESULTS
     # One more than the page: whether another page follows, without listing the rest.
@@ -179,12 +123,12 @@ def _decode_token(token: str) -> str:
 
 
 async def delete_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    await engine.delete_queue(resolve_queue(engine, ctx, p))
+    await engine.delete_queue(ctx.target)
     return {}
 
 
 async def get_queue_attributes(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = resolve_queue(engine, ctx, p)
+    queue = ctx.target
     names = params.string_list(p, "AttributeNames")
     for name in names:
         if name != "All" and name not in queue_attributes.READABLE:
@@ -207,7 +151,7 @@ async def get_queue_attributes(engine: QueueEngine, ctx: RequestContext, p: dict
 
 
 async def set_queue_attributes(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = resolve_queue(engine, ctx, p)
+    queue = ctx.target
     requested = params.string_map(p, "Attributes")
     if not requested:
         raise errors.MissingParameter("The request must contain the parameter Attributes.")
@@ -219,7 +163,7 @@ async def set_queue_attributes(engine: QueueEngine, ctx: RequestContext, p: dict
 
 
 async def purge_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    await engine.purge_queue(resolve_queue(engine, ctx, p))
+    await engine.purge_queue(ctx.target)
     return {}
 
 
@@ -238,7 +182,7 @@ def _check_tags(tags: dict[str, str]) -> None:
 
 
 async def tag_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = resolve_queue(engine, ctx, p)
+    queue = ctx.target
     tags = params.string_map(p, "Tags")
     if not tags:
         raise errors.MissingParameter("The request must contain the parameter Tags.")
@@ -256,7 +200,7 @@ async def tag_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any])
 
 
 async def untag_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    queue = resolve_queue(engine, ctx, p)
+    queue = ctx.target
     keys = params.string_list(p, "TagKeys")
     if not keys:
         raise errors.MissingParameter("The request must contain the parameter TagKeys.")
@@ -266,13 +210,13 @@ async def untag_queue(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any
 
 
 async def list_queue_tags(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    tags = resolve_queue(engine, ctx, p).tags
+    tags = ctx.target.tags
     return {"Tags": dict(tags)} if tags else {}  # AWS leaves the member out when there are none
 
 
 def _policy_holder(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> Queue:
     """The queue of AddPermission or RemovePermission: a subscription has no Policy of its own."""
-    queue = resolve_queue(engine, ctx, p)
+    queue = ctx.target
     if queue.subscribed_to is not None:
         raise errors.invalid_value("QueueUrl", p["QueueUrl"], _SUBSCRIPTION_POLICY)
     return queue

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Callable
 
 from queueserver import errors, limits
+from queueserver.auth.policy import parse_policy
+from queueserver.errors import PolicyError
 from queueserver.client_text import json_document
 from queueserver.protocol.messages import first_invalid_character
 
@@ -42,12 +44,17 @@ def _choice(*choices: str) -> Checker:
 
 
 def _policy(name: str, value: str) -> str:
-    """A policy document whose statements AddPermission and RemovePermission can change (SQS checks
-    the whole grammar; its Statement is what those two rely on)."""
+    """A policy document the evaluator reads whole: one using anything it does not implement is refused,
+    never stored to be half-understood (a Deny beside it would be lost). AddPermission and RemovePermission
+    change its Statement."""
     if value == "":
         return value
     if policy_statements(json_document(value)) is None:
         raise _bad(name)
+    try:
+        parse_policy(value, resource_policy=True)
+    except PolicyError:
+        raise _bad(name) from None
     return value
 
 

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any
 
 from queueserver import errors, limits
-from queueserver.client_text import json_document
-from queueserver.models import Queue, parse_arn
+from queueserver.models import Queue
 from queueserver.protocol import params
 from queueserver.protocol.params import RequestContext
-from queueserver.protocol.queue_actions import governing_policy, paginate, resolve_queue
+from queueserver.protocol.queue_actions import paginate
 from queueserver.storage import QueueEngine
 
 MAX_MOVE_RATE = 500
@@ -25,7 +22,7 @@ def _sources_of(engine: QueueEngine, ctx: RequestContext, dead_letter_queue: Que
 
 
 async def list_dead_letter_source_queues(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    dead_letter_queue = resolve_queue(engine, ctx, p)
+    dead_letter_queue = ctx.target
     max_results = params.integer(p, "MaxResults", None, 1, limits.MAX_LIST_RESULTS,
                                  "MaxResults must be an integer between 1 and 1000.")
     sources = _sources_of(engine, ctx, dead_letter_queue)
@@ -33,61 +30,46 @@ async def list_dead_letter_source_queues(engine: QueueEngine, ctx: RequestContex
                     max_results, params.string(p, "NextToken"), "queueUrls")
 
 
-def _queue_by_arn(engine: QueueEngine, ctx: RequestContext, arn: str, parameter: str,
-                  action: str | None = None) -> Queue:
-    queue = engine.find_queue_by_arn(arn)
-    if queue is None or queue.account != ctx.account or queue.region != ctx.region:
-        ctx.authorize(arn, arn.split(":")[4] if arn.count(":") >= 5 else None, None, action)
-        raise errors.ResourceNotFound(f"The resource that you specified for the {parameter} parameter doesn't exist.")
-    ctx.authorize(queue.arn, queue.account, governing_policy(engine, queue, *queue.key), action)
-    return queue
+def move_rate(p: dict[str, Any]) -> int | None:
+    """StartMessageMoveTask's MaxNumberOfMessagesPerSecond (checked before its queues are looked up)."""
+    return params.integer(p, "MaxNumberOfMessagesPerSecond", None, 1, MAX_MOVE_RATE,
+                          f"MaxNumberOfMessagesPerSecond must be between 1 and {MAX_MOVE_RATE}.")
+
+
+def tasks_listed(p: dict[str, Any]) -> int:
+    """ListMessageMoveTasks' MaxResults (checked before its queue is looked up)."""
+    return params.integer(p, "MaxResults", 1, 1, MAX_MOVE_TASKS_LISTED,
+                          f"MaxResults must be between 1 and {MAX_MOVE_TASKS_LISTED}.") or 1
 
 
 async def start_message_move_task(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    source_arn = params.string(p, "SourceArn", required_=True)
-    destination_arn = params.string(p, "DestinationArn")
-    rate = params.integer(p, "MaxNumberOfMessagesPerSecond", None, 1, MAX_MOVE_RATE,
-                          f"MaxNumberOfMessagesPerSecond must be between 1 and {MAX_MOVE_RATE}.")
-    assert source_arn is not None
-    source = _queue_by_arn(engine, ctx, source_arn, "SourceArn")
+    """Move a dead-letter queue's messages to DestinationArn, or each back to the queue it came from.
+
+    The door authorized the source (StartMessageMoveTask and what moving its messages reads: ReceiveMessage,
+    DeleteMessage, GetQueueAttributes) and SendMessage on each destination; `ctx.return_check` asks it of
+    the queues the messages came from as the task starts.
+    """
+    rate = move_rate(p)
+    source, destination = ctx.queue, ctx.destination
+    if source is None:
+        raise errors.InternalError()
     if not _sources_of(engine, ctx, source):
         raise errors.InvalidParameterValue("Source queue must be configured as a Dead Letter Queue.")
-    authorize_origins = None
-    if destination_arn:
-        destination = _queue_by_arn(engine, ctx, destination_arn, "DestinationArn", "SendMessage")
+    if destination is not None:
         if destination.fifo != source.fifo:
             raise errors.InvalidParameterValue("The source and destination queues must be of the same type.")
         if destination.id == source.id:
             raise errors.InvalidParameterValue("The source and destination queues must be different.")
-    elif ctx.caller is not None:
-        # Each message goes back where it came from: the caller must be allowed to send to every such queue,
-        # those (and the subscriptions) that may dead-letter here later and those the messages came from.
-        for queue in engine.dead_letter_sources(source)[0]:
-            _may_send_back(engine, ctx, queue.arn)
-
-        def authorize_origins(origins: list[str]) -> None:
-            for origin in origins:
-                _may_send_back(engine, ctx, origin)
-
-    handle = await engine.start_move_task(source, destination_arn=destination_arn or None, rate=rate,
-                                          authorize_origins=authorize_origins)
+    handle = await engine.start_move_task(source, destination_arn=destination.arn if destination else None,
+                                          rate=rate, authorize_origins=ctx.return_check)
     return {"TaskHandle": handle}
 
 
-def _may_send_back(engine: QueueEngine, ctx: RequestContext, arn: str) -> None:
-    """AccessDenied unless the caller may send to the queue a dead-lettered message came from."""
-    named = parse_arn(arn)
-    if named is None:  # the task fails on such a message: there is nowhere to send it
-        return
-    ctx.authorize(arn, named[1], governing_policy(engine, engine.find_queue_by_arn(arn), *named), "SendMessage")
-
-
 async def list_message_move_tasks(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    source_arn = params.string(p, "SourceArn", required_=True)
-    max_results = params.integer(p, "MaxResults", 1, 1, MAX_MOVE_TASKS_LISTED,
-                                 f"MaxResults must be between 1 and {MAX_MOVE_TASKS_LISTED}.")
-    assert source_arn is not None and max_results is not None
-    source = _queue_by_arn(engine, ctx, source_arn, "SourceArn")
+    max_results = tasks_listed(p)
+    source = ctx.queue
+    if source is None:
+        raise errors.InternalError()
     results = []
     for task in await engine.list_move_tasks(source, max_results=max_results):
         result: dict[str, Any] = {
@@ -110,19 +92,6 @@ async def list_message_move_tasks(engine: QueueEngine, ctx: RequestContext, p: d
 
 
 async def cancel_message_move_task(engine: QueueEngine, ctx: RequestContext, p: dict[str, Any]) -> dict[str, Any]:
-    handle = params.string(p, "TaskHandle", required_=True)
+    handle = params.string(p, "TaskHandle", required_=True)  # the door authorized the source it names
     assert handle is not None
-    _queue_by_arn(engine, ctx, _source_arn_of(handle), "SourceArn")
     return {"ApproximateNumberOfMessagesMoved": await engine.cancel_move_task(handle)}
-
-
-def _source_arn_of(handle: str) -> str:
-    """The source queue ARN a task handle names (base64 of JSON with taskId and sourceArn)."""
-    try:
-        named = json_document(base64.b64decode(handle, validate=True))
-    except (binascii.Error, ValueError):  # ValueError: not ASCII, so not base64
-        named = None
-    if not isinstance(named, dict) or not isinstance(named.get("taskId"), str) \
-            or not isinstance(named.get("sourceArn"), str):
-        raise errors.InvalidParameterValue("Value for parameter TaskHandle is invalid.")
-    return named["sourceArn"]

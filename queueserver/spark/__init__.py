@@ -1,6 +1,6 @@
 """queueserver.spark: PySpark reads from, writes to and coordinates work through SQS queues.
 
-An optional extra (`pip install 'queueserver[spark]'`). It talks to queues only through
+An optional extra (`pip install -e '.[spark]'` in a clone). It talks to queues only through
 the SQS API (boto3 on the driver and the executors), so everything but the
 non-destructive browse also works against AWS SQS.
 

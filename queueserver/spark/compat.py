@@ -14,7 +14,8 @@ from types import ModuleType
 from queueserver.errors import ClientError
 
 MINIMUM = (4, 2)  # latestOffset(start, limit), ReadMaxRows and Trigger.AvailableNow for Python sources
-INSTALL_HINT = "pip install 'queueserver[spark]'"
+# queueserver is not on PyPI: the extra is installed from where queueserver came from.
+INSTALL_HINT = "install the spark extra: pip install -e '.[spark]' in a clone, pip install 'WHEEL[spark]' for a wheel"
 
 
 class PySparkMissing(ClientError, ImportError):

@@ -2,7 +2,8 @@
 
 Every method takes already-validated input; every instant comes from the injected clock. The
 engine wires its parts together and runs their work on the database thread; each part has a
-module of its own: the queues in memory (queue_cache.py), sends and subscriptions (sending.py),
+module of its own: the queue catalogue's methods (queue_catalogue.py, the engine's base class:
+create, find, change and delete queues, subscriptions, move tasks), the queues in memory (queue_cache.py), sends and subscriptions (sending.py),
 claims (receiving.py), cooldowns, the retention sweeper, move tasks (redrive.py), long polls
 (waiters.py), counts (count_cache.py) and what metrics read (observe.py).
 """
@@ -13,17 +14,17 @@ import asyncio
 import functools
 import os
 from bisect import bisect_left
-from typing import Awaitable, Callable, ContextManager, Iterator
+from typing import Awaitable, Callable, ContextManager
 
 from queueserver import errors
 from queueserver.clock import Clock, ManualClock
 from queueserver.extensions import MAX_SUBSCRIPTIONS
 from queueserver.limits import IN_FLIGHT_LIMIT
 from queueserver.models import (
-    DONE, BrowsedMessage, Caller, Delivery, EntryOutcome, MoveTask, NewMessage, Queue, QueueCounts, ReceivedMessage,
+    DONE, BrowsedMessage, Caller, Delivery, EntryOutcome, NewMessage, Queue, ReceivedMessage,
     SentMessage, VisibilityChange,
 )
-from queueserver.storage import clock_store, message_store, queue_store, subscriptions
+from queueserver.storage import clock_store, message_store, queue_store
 from queueserver.storage.clock_store import KeptClock
 from queueserver.storage.cooldowns import Cooldowns
 from queueserver.storage.count_cache import MAX_AGE_SECONDS, CountCache
@@ -33,6 +34,7 @@ from queueserver.storage.handles import change_one_visibility, expired_handle, i
 from queueserver.storage.migrations import migrate
 from queueserver.storage.observe import Observer
 from queueserver.storage.queue_cache import QueueCache
+from queueserver.storage.queue_catalogue import QueueCatalogue
 from queueserver.storage.read_side import ReadSide
 from queueserver.storage.receipts import ReceiptSigner
 from queueserver.storage.receiving import Receiving, retention_cutoff
@@ -46,7 +48,10 @@ from queueserver.storage.waiters import Waiters
 from queueserver.tallies import SIZE_BOUNDS, QueueTally
 
 
-class QueueEngine:
+class QueueEngine(QueueCatalogue):
+    """The queues (QueueCatalogue: create, find, change, delete, subscriptions, move tasks) and their
+    messages (here: send, receive, delete, change visibility, browse), over one database."""
+
     def __init__(self, db: Database, reads: ReadSide, clock: Clock, signer: ReceiptSigner, queues: list[Queue],
                  next_row_id: int, *, enforce_cooldowns: bool, in_flight_limit: int, fifo_in_flight_limit: int,
                  counts_max_age: float, max_subscriptions: int) -> None:
@@ -144,151 +149,6 @@ class QueueEngine:
         return self._clock
 
     # -- queues ---------------------------------------------------------------
-
-    def get_queue(self, region: str, account: str, name: str) -> Queue:
-        return self._queues.get(region, account, name)
-
-    def find_queue_by_arn(self, arn: str) -> Queue | None:
-        return self._queues.find_by_arn(arn)
-
-    def list_queues(self, region: str, account: str, *, prefix: str = "", after: str = "",
-                    limit: int | None = None) -> list[Queue]:
-        """The account's queues in the region (not subscriptions) by name: those after the name `after`
-        whose name starts with `prefix`, at most `limit` (a page costs its size, not the number of queues)."""
-        return self._queues.listed(region, account, prefix, after, limit)
-
-    def queues_by_name(self, start: tuple[str, str, str], *, forward: bool = True) -> Iterator[Queue]:
-        """The queues (not subscriptions) of every region and account in (name, region, account) order,
-        after `start` (such a triple), or before it with `forward` False (then in descending order).
-        Consume it without awaiting in between."""
-        return self._queues.by_name(start, forward=forward)
-
-    def queue_count(self) -> int:
-        """Queues and subscriptions, of every region and account."""
-        return self._queues.count()
-
-    def dead_letter_sources(self, queue: Queue, limit: int | None = None) -> tuple[list[Queue], int]:
-        """The first `limit` queues and subscriptions whose RedrivePolicy names `queue`, by region, account
-        and name; and how many there are."""
-        return self._queues.dead_letter_sources(queue, limit)
-
-    async def create_queue(self, region: str, account: str, name: str, *, fifo: bool,
-                           attributes: dict[str, str], supplied: dict[str, str],
-                           tags: dict[str, str]) -> Queue:
-        """Create a queue, or return the existing one if every supplied attribute matches."""
-        key = (region, account, name)
-        now = self._clock.now_ms()
-
-        def create(tx: Transaction) -> Queue:
-            existing = self._queues.current(key)
-            if existing is not None:
-                for attribute, value in supplied.items():
-                    if existing.attributes.get(attribute, "") != value:
-                        raise errors.QueueNameExists(
-                            f"A queue already exists with the same name and a different value for attribute {attribute}"
-                        )
-                return existing
-            self._cooldowns.check_create(key, now)
-            queue = queue_store.insert(tx.conn, region, account, name, fifo, attributes, tags, now)
-            self._queues.set(tx, key, queue)
-            return queue
-
-        return await self._db.run(create)
-
-    async def delete_queue(self, queue: Queue) -> None:
-        def delete(tx: Transaction) -> list[Queue]:
-            # A queue takes its subscriptions along.
-            gone = [self._queues.require(queue)] + self._queues.subscribers(queue)
-            for each in gone:  # before the queue's log goes with it
-                if each.subscribed_to is not None:
-                    subscriptions.skip(tx.conn, each.id)
-            for each in gone:
-                message_store.delete_all(tx.conn, each.id)
-                message_store.forget_queue(tx.conn, each.id)
-                subscriptions.remove(tx.conn, each.id)
-                self._move_tasks.end_tasks_of_deleted(tx, each)
-                queue_store.delete(tx.conn, each.id)
-                self._queues.set(tx, each.key, None)
-            return gone
-
-        for each in await self._db.run(delete):
-            self._counts.forget(each.id)
-            self._traffic.forget(each.id)
-            self._receiving.forget(each.id)
-            self.queue_tallies.pop(each.id, None)
-            self._cooldowns.deleted(each, self._clock.now_ms())
-            self._notify(each.id)
-
-    async def update_queue(self, queue: Queue,
-                           change: Callable[[dict[str, str], dict[str, str]], tuple[dict[str, str], dict[str, str]]]) -> Queue:
-        """Apply `change(attributes, tags) -> (attributes, tags)` atomically."""
-        now = self._clock.now_ms()
-
-        def update(tx: Transaction) -> Queue:
-            current = self._queues.require(queue)
-            attributes, tags = change(dict(current.attributes), dict(current.tags))
-            modified_at = now if attributes != current.attributes else current.modified_at_ms  # tags are not attributes
-            updated = queue_store.update(tx.conn, queue.id, attributes, tags, modified_at)
-            self._counts_change(tx, queue.id)
-            self._queues.set(tx, queue.key, updated)
-            return updated
-
-        updated = await self._db.run(update)
-        self._notify(queue.id)  # a shorter retention or delay may change what a waiter should see
-        return updated
-
-    async def queue_counts(self, queue: Queue) -> QueueCounts:
-        """Approximate, as in SQS: from the read side's cache (see count_cache.py for the staleness bound)."""
-        return await self._counts.counts(queue.id, queue.retention_seconds * 1000)
-
-    async def purge_queue(self, queue: Queue) -> None:
-        now = self._clock.now_ms()
-        self._cooldowns.check_purge(queue, now)
-
-        def purge(tx: Transaction) -> None:
-            # A queue's purge empties its subscriptions too.
-            for each in [self._queues.require(queue)] + self._queues.subscribers(queue):
-                if each.subscribed_to is not None:
-                    subscriptions.skip(tx.conn, each.id)
-                message_store.delete_all(tx.conn, each.id)
-                message_store.forget_deduplication(tx.conn, each.id)
-                self._receiving.purged(each.id)
-                self._counts_change(tx, each.id)
-
-        await self._db.run(purge)
-        self._cooldowns.purged(queue.id, now)
-
-    # -- subscriptions --------------------------------------------------------
-
-    async def create_subscription(self, queue: Queue, name: str, *, start_from_all: bool) -> Queue:
-        """Create the subscription, or return the existing one of that name (as CreateQueue does)."""
-        now = self._clock.now_ms()
-        created = await self._db.run(
-            lambda tx: self._sending.create_subscription(tx, queue, name, start_from_all, now))
-        self._counts.changed(created.id)
-        return created
-
-    def list_subscriptions(self, queue: Queue) -> list[Queue]:
-        return self._queues.subscribers_committed(queue)
-
-    # -- move tasks (dead-letter redrive) -------------------------------------
-
-    async def start_move_task(self, source: Queue, *, destination_arn: str | None, rate: int | None,
-                              authorize_origins: Callable[[list[str]], None] | None = None) -> str:
-        """Start moving the dead-letter queue's messages back (or to `destination_arn`); returns the task handle.
-
-        `authorize_origins(arns)` sees where the messages would go back to, and may refuse by raising.
-        """
-        return await self._move_tasks.start(source, destination_arn, rate, authorize_origins)
-
-    async def list_move_tasks(self, source: Queue, *, max_results: int) -> list[MoveTask]:
-        return await self._move_tasks.list(source, max_results)
-
-    async def cancel_move_task(self, handle: str) -> int:
-        """Stop a running task; returns how many messages it moved."""
-        return await self._move_tasks.cancel(handle)
-
-    # -- messages -------------------------------------------------------------
 
     async def send_messages(self, queue: Queue, messages: list[NewMessage], *, sender_id: str) -> list[SentMessage]:
         """Store the messages; on a FIFO queue a duplicate within 5 minutes is answered, not stored."""

@@ -61,7 +61,7 @@ def migrate(conn: sqlite3.Connection) -> int:
             f"understands ({latest}); upgrade queueserver"
         )
     for version, name, script in migrations[current:]:
-        log.info("applying migration %s", name)
+        log.debug("applying migration %s", name)
         conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in split_statements(script):
@@ -71,4 +71,6 @@ def migrate(conn: sqlite3.Connection) -> int:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+    # One line a start, whatever the count: the version a support question asks first.
+    log.info("database at version %d, applied %d migrations", latest, latest - current)
     return latest

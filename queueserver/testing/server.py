@@ -215,7 +215,8 @@ class QueueServer:
 
     @property
     def env(self) -> dict[str, str]:
-        """Environment variables that point boto3 and the AWS CLI (in this process or a child) here."""
+        """Environment variables that point boto3 and the SDKs (in this process or a child) here; not the AWS CLI v1,
+        which ignores AWS_ENDPOINT_URL_SQS (it needs --endpoint-url)."""
         return {"AWS_ENDPOINT_URL_SQS": self.endpoint, "AWS_DEFAULT_REGION": self.region,
                 "AWS_REGION": self.region, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
 

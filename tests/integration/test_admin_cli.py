@@ -77,18 +77,20 @@ def test_send_takes_the_body_from_the_argument_a_file_or_stdin_and_peek_shows_th
         admin_server: Server, admin_sqs: Any, tmp_path: Path) -> None:
     name, url = _queue(admin_server)
     body_file = tmp_path / "body.json"
-    body_file.write_text('{"order": 7}')
-    sent = [cli_json(admin_server, "send", name, "from the argument"),
+    body_file.write_text('{"order": 7}\n')  # a file's and a pipe's last newline is no part of the body
+    sent = [cli_json(admin_server, "send", name, "from the argument\n"),
             cli_json(admin_server, "send", name, "--file", str(body_file)),
-            cli_json(admin_server, "send", name, "-", stdin="from stdin")]
+            cli_json(admin_server, "send", name, "-", stdin="from stdin\n"),
+            cli_json(admin_server, "send", name, stdin="two lines\nand a blank one\n\n")]
     peeked = cli_json(admin_server, "peek", name)
-    assert [m["Body"] for m in peeked] == ["from the argument", '{"order": 7}', "from stdin"]
+    assert [m["Body"] for m in peeked] == ["from the argument\n", '{"order": 7}', "from stdin",
+                                           "two lines\nand a blank one\n"]
     assert [m["MessageId"] for m in peeked] == [s["MessageId"] for s in sent]
     assert {m["State"] for m in peeked} == {"visible"}
     assert cli_json(admin_server, "peek", name) == peeked  # nothing was received: no receive count moved
     counts = admin_sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages",
                                                                     "ApproximateNumberOfMessagesNotVisible"])
-    assert counts["Attributes"] == {"ApproximateNumberOfMessages": "3", "ApproximateNumberOfMessagesNotVisible": "0"}
+    assert counts["Attributes"] == {"ApproximateNumberOfMessages": "4", "ApproximateNumberOfMessagesNotVisible": "0"}
 
 
 def test_receive_leaves_messages_in_flight_and_with_delete_deletes_them(
@@ -102,6 +104,7 @@ def test_receive_leaves_messages_in_flight_and_with_delete_deletes_them(
     assert sorted(states.values()) == ["in_flight", "in_flight", "visible"]
     rest = cli_json(admin_server, "receive", name, "--max", "10", "--delete")
     assert [m["Body"] for m in rest] == [b for b, state in states.items() if state == "visible"]
+    assert [m["State"] for m in rest] == ["deleted"]
     assert [m["Body"] for m in cli_json(admin_server, "peek", name)] == sorted(m["Body"] for m in first)
     assert cli_json(admin_server, "receive", name) == []
 
@@ -359,3 +362,17 @@ def test_against_an_endpoint_without_the_extension_subscription_commands_exit_6_
         endpoint.shutdown()
         endpoint.server_close()
         thread.join()
+
+
+def test_receive_delete_shows_its_messages_as_deleted_and_counts_say_one_message(
+        admin_server: Server, admin_sqs: Any) -> None:
+    name, url = _queue(admin_server)
+    admin_sqs.send_message(QueueUrl=url, MessageBody="only")
+    table = cli(admin_server, "receive", name, "--delete")
+    assert table.returncode == 0, table.stderr
+    assert f"1 message from {name}" in table.stdout and "deleted" in table.stdout, table.stdout
+    assert "received" not in table.stdout, table.stdout
+    admin_sqs.send_message(QueueUrl=url, MessageBody="kept")
+    check = subprocess.run([sys.executable, "-m", "queueserver", "check", "--db", str(admin_server.db_path)],
+                           cwd=REPO_ROOT, env=_env(), capture_output=True, text=True, timeout=60, check=False)
+    assert f"{name}: 1 message, 0 in flight" in check.stdout, check.stdout

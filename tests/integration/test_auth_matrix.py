@@ -1,8 +1,9 @@
-"""Every action, every way in, every kind of principal: allowed or refused as docs/security.md's table says.
+"""Every action, every way in, every kind of principal: allowed or refused as the door's table says.
 
 The cases are generated from the server's own tables: the actions from the dispatch table
 (`queueserver.protocol.dispatch.ACTIONS`: the 23 SQS actions and the 4 queueserver extensions), the
-expected rule of each from docs/security.md's "Who may run each action" table, the console's forms from
+expected rule of each from the door's declaration (`queueserver.auth.door.SQS_RULES`, which docs/security.md's
+"Who may run each action" table shows), the console's forms from
 `queueserver.console.actions.FORM_ACTIONS` (and its create form), the admin CLI's commands from
 `queueserver.admin_cli.COMMANDS`. An action with no row in that table, no request here, or a form or
 command the matrix does not drive fails `test_every_action_form_and_command_has_a_rule_and_a_request`.
@@ -39,10 +40,11 @@ from support import wire
 from support.auth import (KEYS, OTHER_ACCOUNT, OWNER_ACCOUNT, THIRD_ACCOUNT, WAYS, access_denied, json_request,
                           presign, sign, sign_only, signed_call, signed_client)
 from support.console import Browser
-from support.server import REPO_ROOT, Server
+from support.server import Server
 from support.sqs import receive, redrive_policy
 
 from queueserver.admin_cli import COMMANDS
+from queueserver.auth import door
 from queueserver.cli import main as cli_main
 from queueserver.console.actions import FORM_ACTIONS
 from queueserver.protocol.dispatch import ACTIONS
@@ -57,7 +59,7 @@ MATRIX_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [
      "Action": "sqs:ReceiveMessage"}]})
 
 
-# -- the documented rules ----------------------------------------------------------------
+# -- the declared rules ----------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Rule:
@@ -65,26 +67,17 @@ class Rule:
     another_account: str  # "own", "granted", "named" or "never"
 
 
-_ANOTHER_ACCOUNT = {"acts in its own account": "own", "where the queue's Policy allows it": "granted",
-                    "only where the queue's Policy names the action": "named", "never": "never"}
+_ANOTHER_ACCOUNT = {door.OWN: "own", door.GRANTED: "granted", door.NAMED: "named", door.NEVER: "never"}
 
 
-def documented_rules() -> dict[str, Rule]:
-    """docs/security.md's table: action -> Rule (a row of several actions pairs them with its IAM actions in order)."""
-    lines = (REPO_ROOT / "docs" / "security.md").read_text().split("\n## Who may run each action\n", 1)[1].splitlines()
-    header = next(index for index, line in enumerate(lines) if line.startswith("| action |"))
-    rules = {}
-    for line in itertools.takewhile(lambda line: line.startswith("|"), lines[header + 2:]):
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        actions = re.findall(r"`(\w+)`", cells[0])
-        required = re.findall(r"`(sqs:\w+)`", cells[1])
-        paired = len(actions) > 1 and len(required) == len(actions)
-        for index, action in enumerate(actions):
-            rules[action] = Rule((required[index],) if paired else tuple(required), _ANOTHER_ACCOUNT[cells[2]])
-    return rules
+def declared_rules() -> dict[str, Rule]:
+    """The door's rule of each action (docs/security.md's table is made from it): every IAM action it needs
+    on any resource of the requests here (they set StartFrom=all, and name no dead-letter queue)."""
+    return {action: Rule(tuple(a for need in rule.needs for a in need.actions), _ANOTHER_ACCOUNT[rule.another_account])
+            for action, rule in door.SQS_RULES.items()}
 
 
-RULES = documented_rules()
+RULES = declared_rules()
 
 
 def allowed(rule: Rule, principal: str) -> bool:
@@ -314,8 +307,8 @@ def test_the_docstring_states_the_size_of_the_matrix() -> None:
 
 
 def test_every_action_form_and_command_has_a_rule_and_a_request() -> None:
-    assert sorted(set(ACTIONS) - set(RULES)) == [], "actions docs/security.md's table gives no rule"
-    assert sorted(set(RULES) - set(ACTIONS)) == [], "rules in docs/security.md for actions the server does not have"
+    assert sorted(set(ACTIONS) - set(RULES)) == [], "actions the door declares no rule for"
+    assert sorted(set(RULES) - set(ACTIONS)) == [], "rules in the door for actions the server does not have"
     assert sorted(set(ACTIONS) ^ set(REQUESTS)) == [], "actions without a request here (or requests of none)"
     offered = {action for pair in FORM_ACTIONS.values() for action in pair if action} | {"CreateQueue"}
     assert sorted(offered ^ set(CONSOLE)) == [], "console forms the matrix does not post (or posts that none offers)"
@@ -353,7 +346,7 @@ def test_each_way_in_allows_or_refuses_each_principal_as_the_readme_says(
         matrix: Matrix, action: str, way: str, principal: str, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     rule = RULES.get(action)
-    assert rule is not None, f"docs/security.md's table gives no rule for {action}"
+    assert rule is not None, f"the door declares no rule for {action}"
     expected = "allowed" if allowed(rule, principal) else "refused"
     key_id = PRINCIPALS[principal]
     kit = matrix.kit

@@ -159,3 +159,16 @@ def test_a_change_the_existing_queue_cannot_take_is_refused_before_any_queue_is_
     assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DeduplicationScope"])["Attributes"] == \
         {"DeduplicationScope": "messageGroup"}
     again.stop()
+
+
+def test_the_configuration_pages_example_serves_the_address_the_ready_line_prints(
+        tmp_path: Path, server_factory: Any, make_client: Any) -> None:
+    """The page's TOML example, as printed (its port and db give way to the test's own on the command line)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    example = page.split("## Queues in the config file", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    server = server_factory(tmp_path / "q.db", "--config", _config(tmp_path, example))
+    assert server.endpoint.startswith("http://127.0.0.1:")
+    sqs = make_client(server.endpoint)
+    assert _attributes(sqs, "orders")["VisibilityTimeout"] == "60"
+    fifo = make_client(server.endpoint, region="eu-west-1")
+    assert _attributes(fifo, "payments.fifo")["ContentBasedDeduplication"] == "true"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -10,7 +11,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from support.server import ClockControl
+from support.server import ClockControl, try_serve
 from support.sqs import receive
 from support.wire import call_json
 
@@ -148,3 +149,17 @@ def test_a_server_starts_on_a_fresh_database_path_and_again_on_the_same_one(
     assert make_client(second.endpoint).get_queue_url(QueueName="persisted")["QueueUrl"] == (
         f"{second.endpoint}/000000000000/persisted")
     second.stop()
+
+
+def test_a_taken_port_refuses_the_start_with_exit_2_and_one_line_before_the_database_file_is_created(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        db = tmp_path / "never.db"
+        result = try_serve(db, "--port", str(port), "--log-level", "info")
+    assert result.returncode == 2, result
+    assert "READY" not in result.stdout, result.stdout
+    assert result.stderr.strip().splitlines() == [
+        f"queueserver: cannot listen on 127.0.0.1 port {port}: Address already in use"], result.stderr
+    assert list(tmp_path.iterdir()) == [], "nothing may be written before the port is known to be free"

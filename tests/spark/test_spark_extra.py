@@ -31,7 +31,8 @@ def test_the_package_imports_without_pyspark_and_each_entry_point_names_the_extr
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 4
-    assert all("pip install 'queueserver[spark]'" in line for line in lines)
+    assert all("pip install -e '.[spark]' in a clone, pip install 'WHEEL[spark]' for a wheel" in line
+               for line in lines)
 
 
 def test_pyspark_is_installed_where_the_spark_tests_run() -> None:

@@ -9,7 +9,8 @@
 - one kit per tier: auth, dead_letters, fifo, fifo_history, subscriptions, workers, spark,
   faults and powercut (with powercut_fs.py, the FUSE filesystem it mounts);
 - moto.py: moto's server, a second SQS (and the S3 of the replication tests) for any tier;
-  sftp.py: Debian's sshd on loopback, for an sftp:// replica.
+  sftp.py: Debian's sshd on loopback, for an sftp:// replica;
+- containers.py: Podman as a user's Docker, with this machine's settings, for the image's tests.
 
 pyproject puts tests/ on pytest's path, so `from support.sqs import counts` works
 from every folder and in every import mode.

@@ -43,11 +43,43 @@ DENIED_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [
     {"Effect": "Deny", "Action": ["sqs:*", "queueserver:*"], "Resource": "*"}]})
 # A redrive key: move tasks on dead-letter queues named `*-dlq`, and sending only to queues named `*-back`.
 REDRIVER_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [
-    {"Effect": "Allow", "Action": ["sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks"],
+    {"Effect": "Allow", "Action": ["sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks", "sqs:ReceiveMessage",
+                                   "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
      "Resource": f"arn:aws:sqs:*:{OWNER_ACCOUNT}:*-dlq"},
     {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": f"arn:aws:sqs:*:{OWNER_ACCOUNT}:*-back"}]})
 METRICS_POLICY = json.dumps({"Version": "2012-10-17", "Statement": [
     {"Effect": "Allow", "Action": "queueserver:GetMetrics", "Resource": "*"}]})
+ACCOUNT_QUEUES = f"arn:aws:sqs:*:{OWNER_ACCOUNT}"
+
+
+def _denied_on(pattern: str) -> str:
+    return json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "sqs:*", "Resource": "*"},
+        {"Effect": "Deny", "Action": "sqs:*", "Resource": f"{ACCOUNT_QUEUES}:{pattern}"}]})
+
+
+# The second-queue matrix's keys (test_auth_matrix_second_queue.py), all of the owner's account.
+SECOND_QUEUE_KEYS: dict[str, dict[str, Any]] = {
+    "AKIDSETUP": {"secret_access_key": "setup-secret", "account_id": OWNER_ACCOUNT, "name": "setup"},
+    # A subscription `tq-a-N~tq-b-N` is matched by both patterns' ARNs as written: `tq-a-*` and `*tq-b-*`.
+    "AKIDDENYFIRST": {"secret_access_key": "first-secret", "account_id": OWNER_ACCOUNT, "name": "deny-first",
+                      "policy": _denied_on("tq-a-*")},
+    "AKIDDENYSECOND": {"secret_access_key": "second-secret", "account_id": OWNER_ACCOUNT, "name": "deny-second",
+                       "policy": _denied_on("*tq-b-*")},
+    "AKIDDENYTHIRD": {"secret_access_key": "third-secret", "account_id": OWNER_ACCOUNT, "name": "deny-third",
+                      "policy": _denied_on("*tq-c-*")},
+    # The issue's keys: everything but reading the dead-letter queue; and only queues named `mine*`.
+    "AKIDNOREAD": {"secret_access_key": "noread-secret", "account_id": OWNER_ACCOUNT, "name": "no-read",
+                   "policy": json.dumps({"Version": "2012-10-17", "Statement": [
+                       {"Effect": "Allow", "Action": "sqs:*", "Resource": "*"},
+                       {"Effect": "Deny", "Action": ["sqs:ReceiveMessage", "sqs:QueueserverBrowseMessages"],
+                        "Resource": f"{ACCOUNT_QUEUES}:dead-*"}]})},
+    "AKIDMINE": {"secret_access_key": "mine-secret", "account_id": OWNER_ACCOUNT, "name": "mine-only",
+                 "policy": json.dumps({"Version": "2012-10-17", "Statement": [
+                     {"Effect": "Allow", "Action": "sqs:*", "Resource": f"{ACCOUNT_QUEUES}:mine*"}]})},
+}
+
+
 KEYS: dict[str, dict[str, Any]] = {
     "AKIDALICE": {"secret_access_key": "alice-secret", "account_id": OWNER_ACCOUNT, "name": "alice"},
     "AKIDBOB": {"secret_access_key": "bob-secret", "account_id": OTHER_ACCOUNT, "name": "bob"},
@@ -62,7 +94,14 @@ KEYS: dict[str, dict[str, Any]] = {
     "AKIDOPS": {"secret_access_key": "ops-secret", "account_id": OPERATIONS_ACCOUNT, "name": "ops", "admin": True},
     "AKIDSCRAPER": {"secret_access_key": "scraper-secret", "account_id": OPERATIONS_ACCOUNT, "name": "scraper",
                     "policy": METRICS_POLICY},
+    # A key of the owner's account allowed everything, in eu-west-1 only (aws:RequestedRegion).
+    "AKIDEUROPE": {"secret_access_key": "europe-secret", "account_id": OWNER_ACCOUNT, "name": "europe",
+                   "policy": json.dumps({"Version": "2012-10-17", "Statement": [
+                       {"Effect": "Allow", "Action": "sqs:*", "Resource": "*",
+                        "Condition": {"StringEquals": {"aws:RequestedRegion": "eu-west-1"}}}]})},
 }
+# Every key a test signs with (the second-queue matrix's server has its own file).
+SIGNING_KEYS = {**KEYS, **SECOND_QUEUE_KEYS}
 
 
 def credentials_toml(keys: dict[str, dict[str, Any]]) -> str:
@@ -80,14 +119,14 @@ def write_credentials(path: Path, keys: dict[str, dict[str, Any]] = KEYS) -> Pat
 
 
 def secret_of(key_id: str) -> str:
-    return str(KEYS[key_id]["secret_access_key"])
+    return str(SIGNING_KEYS[key_id]["secret_access_key"])
 
 
 def signed_client(protocol: str, endpoint: str, key_id: str, secret: str | None = None, *,
                   region: str = "us-east-1", token: str | None = None, verify: str | bool | None = None,
                   **config_kwargs: Any) -> Any:
     """An SQS client of `protocol` ("json" or "query") that signs with this key (and this secret)."""
-    secret = secret if secret is not None else str(KEYS.get(key_id, {}).get("secret_access_key", "whatever"))
+    secret = secret if secret is not None else str(SIGNING_KEYS.get(key_id, {}).get("secret_access_key", "whatever"))
     if protocol == "query":
         return make_query_client(endpoint, region, aws_access_key_id=key_id, aws_secret_access_key=secret,
                                  aws_session_token=token, verify=verify, **config_kwargs)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from queueserver.auth.credentials import CredentialsError, parse_credentials
-from queueserver.auth.policy import AccessRequest, PolicyError, Verdict, parse_policy
+from queueserver.auth.policy import AccessRequest, PolicyError, Verdict, parse_policy, readable_denies
 
 QUEUE = "arn:aws:sqs:us-east-1:111111111111:orders"
 BOB = "arn:aws:iam::222222222222:user/bob"
@@ -84,15 +84,65 @@ def test_conditions_follow_iams_rules(condition, context, holds):
 
 @pytest.mark.parametrize(("statement", "complaint"), [
     ({"Effect": "Allow", "Action": "sqs:*", "Resource": "*"}, "Principal is missing"),
-    (allow(principal={"Service": "sns.amazonaws.com"}), "other principal types are not supported"),
+    (allow(principal={"Federated": "cognito-identity.amazonaws.com"}), "other principal types are not supported"),
+    (allow(principal={"CanonicalUser": "79a59df900b949e55d96a1e698fbaced"}), "other principal types"),
+    (allow(principal={"Service": "not a service"}), "invalid service principal"),
     (allow(Condition={"StringFuzzy": {"aws:SourceIp": "x"}}), "unsupported condition operator"),
-    (allow(Condition={"ForAnyValue:StringEquals": {"aws:TagKeys": "x"}}), "set operators"),
+    (allow(Condition={"ForSomeValues:StringEquals": {"aws:TagKeys": "x"}}), "unsupported condition set operator"),
+    (allow(Condition={"BinaryEquals": {"aws:Username": "not base64!"}}), "not values this operator reads"),
+    (allow({"AWS": "222222222222"}, Resource="arn:aws:sqs:*:*:${aws:username}"), "policy variables"),
     (allow(Condition={"IpAddress": {"aws:SourceIp": "not-a-network"}}), "not values this operator reads"),
     ({**allow(), "Effect": "Maybe"}, "Effect must be"),
 ])
 def test_a_policy_this_evaluator_cannot_honour_is_refused_not_half_read(statement, complaint):
     with pytest.raises(PolicyError, match=complaint):
         queue_policy(statement)
+
+
+def test_a_service_principal_matches_no_key_and_the_deny_beside_it_still_holds():
+    service = allow({"Service": "sns.amazonaws.com"})
+    deny = {"Effect": "Deny", "Principal": "*", "Action": "sqs:ReceiveMessage", "Resource": "*"}
+    policy = queue_policy(service, deny)
+    assert policy.verdict(request("sqs:SendMessage")) is None
+    assert policy.verdict(request("sqs:ReceiveMessage")) is Verdict.DENY
+    both = queue_policy(allow({"Service": ["sns.amazonaws.com"], "AWS": "222222222222"}))
+    assert both.verdict(request()) is Verdict.ALLOW_ACCOUNT
+
+
+@pytest.mark.parametrize(("condition", "context", "holds"), [
+    ({"ForAnyValue:StringLike": {"aws:PrincipalAccount": ["1*", "2*"]}}, {"aws_principalaccount": "222"}, True),
+    ({"ForAnyValue:StringLike": {"aws:PrincipalAccount": "1*"}}, {"aws_principalaccount": "222"}, False),
+    ({"ForAnyValue:StringEquals": {"aws:SourceAccount": "111111111111"}}, {}, False),
+    ({"ForAnyValue:StringEqualsIfExists": {"aws:SourceAccount": "111111111111"}}, {}, True),
+    ({"ForAllValues:StringEquals": {"aws:SourceAccount": "111111111111"}}, {}, True),
+    ({"ForAllValues:StringEquals": {"aws:PrincipalAccount": "111"}}, {"aws_principalaccount": "222"}, False),
+    ({"ForAllValues:StringNotEquals": {"aws:PrincipalAccount": "111"}}, {"aws_principalaccount": "222"}, True),
+    ({"BinaryEquals": {"aws:Username": "Ym9i"}}, {"aws_username": "bob"}, True),
+    ({"BinaryEquals": {"aws:Username": "Ym9i"}}, {"aws_username": "eve"}, False),
+    ({"ArnNotLike": {"aws:PrincipalArn": "arn:aws:iam::*:user/e*"}}, {"aws_principalarn": BOB}, True),
+    ({"StringNotLike": {"aws:PrincipalArn": "*bob"}}, {"aws_principalarn": BOB}, False),
+    ({"NumericGreaterThanEquals": {"aws:EpochTime": "1000"}}, {"aws_epochtime": "1000"}, True),
+    ({"DateNotEquals": {"aws:CurrentTime": "2030-01-01T00:00:00Z"}}, {"aws_currenttime": "2030-01-01T00:00:00Z"},
+     False),
+    ({"StringEqualsIgnoreCase": {"aws:Username": "BOB"}}, {"aws_username": "bob"}, True),
+    ({"Null": {"aws:Username": "false"}}, {"aws_username": "bob"}, True),
+])
+def test_each_operator_family_and_the_set_operators_follow_iams_rules(condition, context, holds):
+    policy = queue_policy(allow(Condition=condition))
+    assert (policy.verdict(request(**context)) is Verdict.ALLOW) is holds
+
+
+def test_a_stored_policy_that_does_not_parse_keeps_every_deny_it_can_read_and_grants_nothing():
+    text = json.dumps({"Statement": [
+        allow(),
+        {"Effect": "Deny", "Principal": "*", "Action": "sqs:ReceiveMessage", "Resource": "*"},
+        {"Effect": "Deny", "Principal": {"Federated": "x"}, "Action": "sqs:SendMessage", "Resource": "*"}]})
+    with pytest.raises(PolicyError):
+        parse_policy(text, resource_policy=True)
+    kept = readable_denies(text)
+    assert kept.verdict(request("sqs:ReceiveMessage")) is Verdict.DENY
+    assert kept.verdict(request("sqs:SendMessage")) is None  # no Allow survives: nothing is granted
+    assert readable_denies("{not json").statements == ()
 
 
 def test_an_identity_policy_names_no_principal():

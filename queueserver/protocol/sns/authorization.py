@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queueserver import errors
-from queueserver.auth import Caller
+from queueserver.auth import Principal
 from queueserver.auth.policy import AccessRequest, Policy, PolicyError, Verdict, parse_policy
 from queueserver.models import Queue, Topic
 from queueserver.protocol.sns.topic_actions import default_policy
@@ -70,7 +70,7 @@ class SnsAuthorization:
         self._topic_policies: dict[str, Policy | None] = {}
         self._queue_policies: dict[str, Policy | None] = {}
 
-    def authorize(self, action: str, engine: QueueEngine | None = None, caller: Caller | None = None,
+    def authorize(self, action: str, engine: QueueEngine | None = None, caller: Principal | None = None,
                   params: dict[str, Any] | None = None) -> None:
         """InvalidAction for an action not in the table; AuthorizationError unless `caller` may run it."""
         rule = RULES.get(action)
@@ -138,7 +138,7 @@ def _target(engine: QueueEngine, rule: Rule, params: dict[str, Any]) -> tuple[st
     return arn, parts[4], engine.topics.get(parts[3], parts[4], parts[5]) if len(parts) == 6 else None
 
 
-def _denial(caller: Caller, iam_action: str, resource: str, owner: str, policy: Policy | None) -> str | None:
+def _denial(caller: Principal, iam_action: str, resource: str, owner: str, policy: Policy | None) -> str | None:
     """Why the policies refuse the request, or None (as SQS's queue policies are judged, for a topic)."""
     key = caller.key
     context = {**caller.context, "aws:sourceowner": key.account}
