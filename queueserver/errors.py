@@ -15,7 +15,12 @@ The engine and the handlers raise these with a message and nothing about HTTP.
      │    ├── InvalidAction, MissingAction, UnknownOperation, SerializationError, RequestTooLarge
      │    ├── AccessDenied, MissingAuthenticationToken, IncompleteSignature, InvalidClientTokenId,
      │    │   SignatureDoesNotMatch, RequestExpired
-     │    └── ServiceUnavailable, InternalError
+     │    ├── ServiceUnavailable, InternalError
+     │    └── SNSError ............... the SNS API's errors, answered in SNS's XML shape
+     │         ├── TopicNotFound, InvalidParameter, ParameterValueInvalid, AuthorizationError,
+     │         │   TaggedResourceNotFound, SNSValidationError
+     │         └── TopicBatchTooManyEntries, TopicBatchEmpty, TopicBatchIdsNotDistinct,
+     │             TopicBatchEntryIdInvalid, TopicBatchTooLong
      ├── StartupError ................ the database cannot be served (the server does not start)
      │    └── SchemaTooNew
      ├── ConfigError (ValueError) .... a setting or a declared queue that cannot be used
@@ -193,6 +198,54 @@ class ServiceUnavailable(SQSError):
 
 class InternalError(SQSError):
     default_message = "We encountered an internal error. Please try again."
+
+
+class SNSError(SQSError):
+    """An error of the SNS API (topics and their subscriptions), answered in SNS's XML error shape."""
+
+
+class TopicNotFound(SNSError):
+    """A topic or subscription that does not exist (SNS's NotFound)."""
+
+
+class InvalidParameter(SNSError):
+    pass
+
+
+class ParameterValueInvalid(SNSError):
+    """A message attribute that SNS refuses (its code is ParameterValueInvalid)."""
+
+
+class AuthorizationError(SNSError):
+    pass
+
+
+class TaggedResourceNotFound(SNSError):
+    """A tagging call on an ARN that names no topic (SNS's ResourceNotFound)."""
+
+
+class SNSValidationError(SNSError):
+    """A member the SNS model requires is missing (SNS's ValidationError)."""
+
+
+class TopicBatchTooManyEntries(SNSError):
+    default_message = "The batch request contains more entries than permissible."
+
+
+class TopicBatchEmpty(SNSError):
+    default_message = "The batch request doesn't contain any entries."
+
+
+class TopicBatchIdsNotDistinct(SNSError):
+    default_message = "Two or more batch entries in the request have the same Id."
+
+
+class TopicBatchEntryIdInvalid(SNSError):
+    pass
+
+
+class TopicBatchTooLong(SNSError):
+    default_message = "The length of all the messages put together is more than the limit."
 
 
 class StartupError(QueueserverError):

@@ -13,3 +13,7 @@ MAX_SUBSCRIPTIONS = 100  # per queue, by default (--max-subscriptions)
 
 # The admin request that promotes a standby to primary (queueserver/standby.py, `queueserver promote`).
 PROMOTE_PATH = "/_queueserver/promote"
+# A queue tagged with this key and the value `true` stores a SendMessageBatch whole or not at all: one
+# invalid entry fails every entry (each in Failed with its own reason). A tag, so every SDK can set it.
+ATOMIC_BATCHES_TAG = "queueserver:atomic-batches"
+NOT_STORED_CODE = "BatchEntryNotStored"  # the Failed code of a valid entry of such a batch

@@ -23,6 +23,7 @@ from queueserver.models import Queue, QueueCounts
 from queueserver.storage import QueueEngine
 from queueserver.replication import ReplicationReport
 from queueserver.tallies import ConnectionTally, Histogram, QueueTally, RequestTally
+from queueserver.topic_metrics import topic_families
 
 QUEUE_LABELS = ["queue", "region", "account"]
 # The queues past the first `metrics_max_queues`, summed: no queue or subscription name has parentheses.
@@ -139,6 +140,7 @@ class Metrics:
         return await asyncio.shield(scrape), content_type
 
     async def _scrape(self, encoder: Callable[[Collector], bytes]) -> bytes:
+        await self._engine.topics.load()  # a restarted server's topics, before any SNS request read them
         snapshot = await self._take_snapshot()
         tallies = self._engine.queue_tallies
         requests = self._requests
@@ -176,6 +178,7 @@ class Metrics:
         """On the render thread, while the event loop may add tallies: a dict is read with get() or
         copied (dict.copy() and list() are steps the GIL keeps whole) before it is walked."""
         yield from self._queue_families(snapshot, tallies)
+        yield from topic_families(self._engine.topics, self._max_queues)
         yield from _request_families(list(requests.by_action.items()))
         opened, refused, refused_per_address, unread_closed = snapshot.connections
         yield GaugeMetricFamily("queueserver_connections_open", "Connections open, on every listener, from their "

@@ -260,3 +260,66 @@ def messages_within_answer(messages: list[Any]) -> int:
         if total > limits.MAX_ANSWER_BYTES and kept:
             return kept
     return count
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    """An SNS topic as stored; `attributes` holds the settable ones as SNS strings."""
+
+    id: int
+    region: str
+    account: str
+    name: str
+    fifo: bool
+    attributes: dict[str, str]
+    tags: dict[str, str]
+
+    @property
+    def arn(self) -> str:
+        return f"arn:aws:sns:{self.region}:{self.account}:{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSubscription:
+    """A topic's subscription: `endpoint` a queue ARN (protocol sqs); `attributes` the settable ones."""
+
+    id: int
+    topic_id: int
+    arn: str
+    protocol: str
+    endpoint: str
+    owner: str
+    principal: str
+    attributes: dict[str, str]
+
+
+@dataclass(slots=True)
+class Publication:
+    """One message published to a topic, validated, before the topic's subscriptions see it."""
+
+    message_id: str
+    group_id: str | None = None
+    deduplication_id: str | None = None
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FilteredOut:
+    """A publication a subscription's filter policy turned away, and why: the suffix of CloudWatch's
+    NumberOfNotificationsFilteredOut-<reason> (MessageAttributes, MessageBody, NoMessageAttributes,
+    InvalidAttributes, InvalidMessageBody)."""
+
+    reason: str
+
+
+@dataclass(slots=True)
+class Published:
+    """What a publish answers per message, and what its subscriptions did with it."""
+
+    message_id: str
+    sequence_number: str | None = None
+    delivered: int = 0
+    filtered_out: list[str] = field(default_factory=list)  # a reason per subscription that turned it away
+    failed: int = 0
+    redriven: int = 0  # failed deliveries stored in the subscription's dead-letter queue
+    not_redriven: int = 0  # failed deliveries whose dead-letter queue would not take them either

@@ -29,6 +29,8 @@ _MISSING_QUEUE_CODES = {"QueueDoesNotExist", "AWS.SimpleQueueService.NonExistent
 _UNKNOWN_ACTION_CODES = {"UnknownOperationException", "UnknownOperation", "InvalidAction"}
 # `<queue>~<name>` names a subscription: no queue name can contain "~".
 SUBSCRIPTION_SEPARATOR = "~"
+# The calls `Admin.call` sends to the SNS client (the topics commands).
+SNS_OPERATIONS = frozenset({"list_topics", "list_subscriptions_by_topic", "publish", "get_subscription_attributes"})
 
 
 class AdminError(ClientError):
@@ -61,6 +63,9 @@ class Admin:
                                   aws_access_key_id=frozen.access_key, aws_secret_access_key=frozen.secret_key,
                                   aws_session_token=frozen.token,
                                   config=Config(retries={"total_max_attempts": 2}, read_timeout=60))
+        self.sns = session.client("sns", region_name=self.region, endpoint_url=endpoint,  # topics (SNS) commands
+                                  aws_access_key_id=frozen.access_key, aws_secret_access_key=frozen.secret_key,
+                                  aws_session_token=frozen.token, config=Config(retries={"total_max_attempts": 2}))
 
     def url(self, name: str) -> str:
         """The URL of a queue by name, of a subscription by `QUEUE~NAME`; a URL is taken as it is."""
@@ -84,7 +89,8 @@ class Admin:
         from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
         try:
-            return getattr(self.sqs, operation)(**params)
+            service = self.sns if operation in SNS_OPERATIONS else self.sqs
+            return getattr(service, operation)(**params)
         except ClientError as exc:
             error = exc.response.get("Error", {})
             raise _sqs_error(error.get("Code", "?"), error.get("Message", "")) from None

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 
 from queueserver.admin_cli import client
 from queueserver.admin_cli import copy as copy_command
-from queueserver.admin_cli import subscriptions
+from queueserver.admin_cli import subscriptions, topics
 from queueserver.admin_cli.client import SUBSCRIPTION_SEPARATOR, Admin, AdminError
 from queueserver.admin_cli.output import Output, counted, error
 from queueserver.admin_cli.redrive import redrive
@@ -169,7 +169,7 @@ COMMANDS: dict[str, Handler] = {"queues": queues, "queue": queue, "send": send, 
                                 "peek": peek, "redrive": redrive, "stats": stats,
                                 "subscriptions": subscriptions.subscriptions,
                                 "subscription": subscriptions.subscription,
-                                "copy": copy_command.copy}
+                                "copy": copy_command.copy, "topics": topics.topics, "publish": topics.publish}
 
 
 def add_commands(commands: Any) -> None:
@@ -219,6 +219,7 @@ def add_commands(commands: Any) -> None:
     d.add_argument("--interval", type=float, default=0.5, help="seconds between progress polls (default 0.5)")
     command("stats", "totals over all queues")
     subscriptions.add_commands(command)
+    topics.add_commands(command)
     copy_command.add_command(commands)
 
 

@@ -32,6 +32,7 @@ from queueserver.client_text import whole_number
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "sqs"
+SERVICES = frozenset({SERVICE, "sns"})  # the SNS API (topics) shares the endpoint; its requests are signed for sns
 SKEW_MS = 5 * 60 * 1000
 MAX_PRESIGNED_SECONDS = 7 * 24 * 3600
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
@@ -288,10 +289,10 @@ class SigV4Verifier:
         key = self._keys.get(key_id)
         if key is None:
             raise errors.InvalidClientTokenId()
-        if service != SERVICE:
+        if service not in SERVICES:
             raise errors.SignatureDoesNotMatch(f"Credential should be scoped to correct service: '{SERVICE}'. ")
         signing_key = ("AWS4" + key.secret).encode("utf-8")
-        for part in (day, region, SERVICE, "aws4_request"):
+        for part in (day, region, service, "aws4_request"):
             signing_key = hmac.new(signing_key, part.encode("utf-8"), hashlib.sha256).digest()
         scope = _Scope(Verified(key, region), day, "/".join(parts[1:]), hmac.new(signing_key, digestmod=hashlib.sha256))
         if len(self._scopes) >= _KEPT:

@@ -26,6 +26,7 @@ from queueserver.protocol import extension_actions, message_actions as m, queue_
 from queueserver.protocol.codecs import Codec, HttpResponse, codec_for
 from queueserver.protocol.door import OPEN_DOORS, admit
 from queueserver.protocol.params import RequestContext
+from queueserver.protocol.sns.dispatch import SnsDispatcher, addressed_to_sns, is_certificate_request
 from queueserver.storage import QueueEngine
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ class Dispatcher:
         self._account = account
         self._authenticator = authenticator  # None: credentials off, every request is accepted
         self._random = random.Random()  # request ids need no secrecy, and os.urandom costs a syscall each
+        self._sns = SnsDispatcher(engine, authenticator is not None)  # topics: the SNS API (protocol/sns/)
 
     def _context(self, request: HttpRequest, request_id: str, action: str, caller: Principal | None,
                  query_credential: str | None = None) -> RequestContext:
@@ -135,6 +137,8 @@ class Dispatcher:
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         request_id = uuid4_string(self._random)
+        if addressed_to_sns(request.headers, request.path, request.query_string):
+            return await self._handle_sns(request, request_id)
         codec = codec_for(request.headers)
         try:
             caller = None if self._authenticator is None else self.authenticate(request)  # off: not even a call
@@ -148,6 +152,26 @@ class Dispatcher:
             await self._engine.durable()
         except errors.SQSError as error:
             return codec.render_error(request_id, error)
+        return response
+
+    async def _handle_sns(self, request: HttpRequest, request_id: str) -> HttpResponse:
+        """An SNS request: its own door and actions (protocol/sns/), answered once durable like any other."""
+        try:
+            caller = None
+            if self._authenticator is not None and not is_certificate_request(request.method, request.path):
+                caller = self.authenticate(request)
+            ctx = self._context(request, request_id, "", caller)
+        except errors.SQSError as error:
+            return self._sns.render_error(request_id, error)
+        except Exception:
+            log.exception("request %s failed unexpectedly in authentication", request_id)
+            return self._sns.render_error(request_id, errors.InternalError())
+        request.action, response = await self._sns.handle(request.method, request.path, request.headers,
+                                                          request.query_string, request.body, ctx)
+        try:
+            await self._engine.durable()
+        except errors.SQSError as error:
+            return self._sns.render_error(request_id, error)
         return response
 
     def refuse(self, request: HttpRequest, error: errors.SQSError) -> HttpResponse:

@@ -82,6 +82,22 @@ ERROR_CODES: dict[type[errors.SQSError], WireError] = {
     errors.RequestTooLarge: WireError("RequestEntityTooLarge", "RequestEntityTooLarge", 413, modeled=False),
     errors.ServiceUnavailable: WireError("ServiceUnavailable", "ServiceUnavailable", 503, sender_fault=False),
     errors.InternalError: WireError("InternalError", "InternalError", 500, sender_fault=False),
+    # SNS (topics): the shape names of botocore's SNS model, whose Query codes these are.
+    errors.TopicNotFound: WireError("NotFoundException", "NotFound", 404, modeled=False),
+    errors.InvalidParameter: WireError("InvalidParameterException", "InvalidParameter", 400, modeled=False),
+    errors.ParameterValueInvalid: WireError(
+        "InvalidParameterValueException", "ParameterValueInvalid", 400, modeled=False),
+    errors.AuthorizationError: WireError("AuthorizationErrorException", "AuthorizationError", 403, modeled=False),
+    errors.TaggedResourceNotFound: WireError("ResourceNotFoundException", "ResourceNotFound", 404, modeled=False),
+    errors.SNSValidationError: WireError("ValidationException", "ValidationError", 400, modeled=False),
+    errors.TopicBatchTooManyEntries: WireError(
+        "TooManyEntriesInBatchRequestException", "TooManyEntriesInBatchRequest", 400, modeled=False),
+    errors.TopicBatchEmpty: WireError("EmptyBatchRequestException", "EmptyBatchRequest", 400, modeled=False),
+    errors.TopicBatchIdsNotDistinct: WireError(
+        "BatchEntryIdsNotDistinctException", "BatchEntryIdsNotDistinct", 400, modeled=False),
+    errors.TopicBatchEntryIdInvalid: WireError(
+        "InvalidBatchEntryIdException", "InvalidBatchEntryId", 400, modeled=False),
+    errors.TopicBatchTooLong: WireError("BatchRequestTooLongException", "BatchRequestTooLong", 400, modeled=False),
 }
 
 

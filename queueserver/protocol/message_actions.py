@@ -7,6 +7,7 @@ import re
 from typing import AbstractSet, Any, Callable, TypeVar
 
 from queueserver import errors, limits
+from queueserver import extensions as ext
 from queueserver.client_connection import ClientConnection
 from queueserver.models import DONE, EntryOutcome, NewMessage, Queue, ReceivedMessage, VisibilityChange
 from queueserver.protocol import messages, params
@@ -140,11 +141,23 @@ async def send_message_batch(engine: QueueEngine, ctx: RequestContext, p: dict[s
             accepted.append((entry["Id"], _new_message(queue, entry)[0]))
         except errors.SQSError as error:
             failed.append(_failure(entry["Id"], error))
+    if failed and accepted and queue.tags.get(ext.ATOMIC_BATCHES_TAG, "").lower() == "true":
+        return _batch_answer([], _none_stored(entries, failed))
     successful = []
     if accepted:
         sent = await engine.send_messages(queue, [m for _, m in accepted], sender_id=ctx.sender_id)
         successful = [{"Id": entry_id, **_sent(s)} for (entry_id, _), s in zip(accepted, sent)]
     return _batch_answer(successful, failed)
+
+
+def _none_stored(entries: list[dict[str, Any]], failed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A whole-or-nothing batch with invalid entries: each of those with its reason, every valid one as not stored."""
+    reasons = {f["Id"]: f for f in failed}
+    named = ", ".join(f["Id"] for f in failed)
+    return [reasons.get(entry["Id"]) or {
+        "Id": entry["Id"], "SenderFault": True, "Code": ext.NOT_STORED_CODE,
+        "Message": f"Not stored: the queue stores a batch whole ({ext.ATOMIC_BATCHES_TAG}) and entries {named} "
+                   "are invalid."} for entry in entries]
 
 
 def _check_fifo_batch(queue: Queue, entries: list[dict[str, Any]]) -> None:

@@ -42,6 +42,7 @@ from queueserver.storage.redrive import Redriver
 from queueserver.storage.sending import Sending
 from queueserver.storage.sqlite_file import open_file
 from queueserver.storage.sweeper import RetentionSweeper
+from queueserver.storage.topics import Topics
 from queueserver.storage.traffic import RECEIVED, SENT, Traffic
 from queueserver.storage.waiters import Waiters
 from queueserver.tallies import SIZE_BOUNDS, QueueTally
@@ -73,6 +74,7 @@ class QueueEngine(QueueCatalogue):
         self._move_tasks = Redriver(db, clock, self._queues.find_by_arn_in_transaction, self._notify,
                                     self._counts.changed)
         self.queue_tallies: dict[int, QueueTally] = {}  # by queue id: the CloudWatch counters
+        self.topics = Topics(db, clock, self._queues, self._sending, self._count_sent)  # the SNS API's storage
         self.observe = Observer(db, reads, self._waiters, self._queues.first_created, self.queue_counts)
         # The test clock's moves go through here (None on the real clock), so that it keeps its place.
         self.test_clock = KeptClock(db, clock) if isinstance(clock, ManualClock) else None
@@ -160,6 +162,15 @@ class QueueEngine(QueueCatalogue):
             sizes.counts[bisect_left(SIZE_BOUNDS, message.size)] += 1
             sizes.sum += message.size
         return sent
+
+    def _count_sent(self, queue: Queue, messages: list[NewMessage], now: int) -> None:
+        """A topic's delivery into the queue, in its traffic and CloudWatch counters (as a send is)."""
+        self._traffic.add(queue.id, SENT, len(messages), now)
+        tally = self._tally(queue.id)
+        tally.sent += len(messages)
+        for message in messages:
+            tally.sizes.counts[bisect_left(SIZE_BOUNDS, message.size)] += 1
+            tally.sizes.sum += message.size
 
     async def receive_messages(self, queue: Queue, *, max_messages: int, visibility_timeout: int,
                                wait_seconds: int, attempt_id: str | None = None, client: Caller | None = None,

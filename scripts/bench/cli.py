@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "auth": ("bench.auth", "SigV4 verification: the same server with credentials on and off"),
     "fifo": ("bench.fifo", "FIFO queues: group counts, fair queues, receive cost against backlog"),
     "fanout": ("bench.fanout", "what a subscription costs per message sent, and at scale"),
+    "publish": ("bench.publish", "publishing to a topic with 1, 4 and 16 subscribed queues, over HTTP"),
     "send-index": ("bench.send_index", "what each index on messages costs a send"),
     "many-queues": ("bench.many_queues", "100,000 queues: creation, sends, listing, memory"),
     "replication": ("bench.replication", "restore time of a million messages from a replica"),

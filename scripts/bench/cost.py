@@ -14,6 +14,8 @@ Scenarios (thousands of instructions per request; a receive and its delete are t
   receive10_delete_batch  ReceiveMessage of 10 + DeleteMessageBatch
   send_subscribed         SendMessage to a queue with one subscription
   send_signed             SendMessage with credentials on, every request signed with SigV4
+  publish_raw             SNS Publish to a topic with one subscribed queue, raw delivery
+  publish_envelope        SNS Publish to a topic with one subscribed queue, the signed JSON envelope
 
 The budgets are committed in scripts/bench/budgets.toml, one line per scenario with the revision
 it was measured on. `--check` fails (exit 1) when a scenario is more than 3 % over its budget and
@@ -42,11 +44,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from queueserver.extensions import CREATE_SUBSCRIPTION_ACTION
 from queueserver.testing import QueueServer
 
-SCENARIOS = ("send", "send_batch10", "receive_delete", "receive10_delete_batch", "send_subscribed", "send_signed")
+SCENARIOS = ("send", "send_batch10", "receive_delete", "receive10_delete_batch", "send_subscribed", "send_signed",
+             "publish_raw", "publish_envelope")
+# An SNS request's signature scope names its service; with credentials off the signature is not checked.
+SNS_AUTHORIZATION = ("AWS4-HMAC-SHA256 Credential=cost/20260101/us-east-1/sns/aws4_request, SignedHeaders=host, "
+                     "Signature=0")
 BUDGETS = Path(__file__).with_name("budgets.toml")
 TOLERANCE = 0.03
 BODY = "x" * 100
@@ -148,6 +155,16 @@ class Client:
             raise SystemExit(f"{action}: {response.status} {answer[:300]!r}")
         return dict(json.loads(answer)) if answer else {}
 
+    def sns(self, params: dict[str, str]) -> str:
+        """An SNS Query request (unsigned: the publish scenarios run with credentials off); the XML answer."""
+        self._conn.request("POST", "/", urlencode({**params, "Version": "2010-03-31"}), {
+            "Content-Type": "application/x-www-form-urlencoded", "Authorization": SNS_AUTHORIZATION})
+        response = self._conn.getresponse()
+        answer = response.read().decode()
+        if response.status != 200:
+            raise SystemExit(f"{params['Action']}: {response.status} {answer[:300]!r}")
+        return answer
+
     def close(self) -> None:
         self._conn.close()
 
@@ -202,6 +219,13 @@ def prepare(client: Client, name: str) -> str:
     url = str(client.call("CreateQueue", {"QueueName": f"cost-{name.replace('_', '-')}"})["QueueUrl"])
     if name == "send_subscribed":
         client.call(CREATE_SUBSCRIPTION_ACTION, {"QueueUrl": url, "SubscriptionName": "audit"})
+    if name.startswith("publish"):  # the topic's ARN stands for the URL: a topic with this one queue subscribed
+        topic = client.sns({"Action": "CreateTopic", "Name": f"cost-{name.replace('_', '-')}"})
+        arn = topic.split("<TopicArn>", 1)[1].split("</TopicArn>", 1)[0]
+        client.sns({"Action": "Subscribe", "TopicArn": arn, "Protocol": "sqs", "Endpoint": f"arn:aws:sqs:"
+                    f"us-east-1:000000000000:{url.rpartition('/')[2]}", "Attributes.entry.1.key": "RawMessageDelivery",
+                    "Attributes.entry.1.value": "true" if name == "publish_raw" else "false"})
+        return arn
     return url
 
 
@@ -216,6 +240,9 @@ def requests_of(client: Client, name: str, url: str) -> Callable[[int], None]:
             entries = [{"Id": str(i), "MessageBody": BODY} for i in range(10)]
             for _ in range(n):
                 client.call("SendMessageBatch", {"QueueUrl": url, "Entries": entries})
+        elif name.startswith("publish"):
+            for _ in range(n):
+                client.sns({"Action": "Publish", "TopicArn": url, "Message": BODY})
         elif name == "receive_delete":
             for _ in range(n // 2):
                 got = client.call("ReceiveMessage", {"QueueUrl": url, "MaxNumberOfMessages": 1})["Messages"]

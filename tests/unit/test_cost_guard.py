@@ -15,7 +15,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BUDGETS = REPO / "scripts" / "bench" / "budgets.toml"
-SCENARIOS = ["send", "send_batch10", "receive_delete", "receive10_delete_batch", "send_subscribed", "send_signed"]
+SCENARIOS = ["send", "send_batch10", "receive_delete", "receive10_delete_batch", "send_subscribed", "send_signed",
+             "publish_raw", "publish_envelope"]
 
 
 def figures_file(folder: Path, name: str, values: dict[str, float], revision: str = "abc1234") -> Path:
