@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+from pathlib import Path
 from collections.abc import Iterator
 
 import pytest
@@ -18,11 +19,16 @@ from support.containers import Podman, readme_container_lines
 from support.server import REPO_ROOT
 
 BUILD_S = 900
+CONTAINER_DIR = Path(__file__).resolve().parent
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test under tests/container `container` before `-m` selects (tryfirst); the hook sees
+    every collected item, so only this folder's are marked."""
     for item in items:
-        item.add_marker(pytest.mark.container)
+        if CONTAINER_DIR in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.container)
 
 
 @pytest.fixture(scope="session")
