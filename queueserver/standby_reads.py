@@ -9,7 +9,7 @@ engine opens on that, and the next request is answered from it. The previous sna
 and removed as soon as the requests it was answering are (none waits long: no receive runs here).
 
 The door: handlers and the console reach the snapshot's engine only through ReadOnlyEngine,
-which passes the calls of READ_CALLS and refuses every other (a call not listed is a write: fail
+which passes the calls of READ_CALLS (and of its topics, TOPIC_READ_CALLS) and refuses every other (a call not listed is a write: fail
 closed) with the standby's 503 ServiceUnavailable, which SDKs retry. So GetQueueUrl, ListQueues,
 GetQueueAttributes, ListQueueTags, ListDeadLetterSourceQueues, browse and the console's pages
 answer; SendMessage, ReceiveMessage (a receive changes the message), DeleteMessage and the rest do
@@ -41,20 +41,27 @@ READ_CALLS = frozenset({
     "get_queue", "find_queue_by_arn", "list_queues", "queues_by_name", "queue_count", "dead_letter_sources",
     "queue_counts", "list_subscriptions", "list_move_tasks", "traffic_per_minute", "browse_messages",
 })
+# The topics' calls a standby serves (ListTopics, GetTopicAttributes, the subscription lists and attributes);
+# CreateTopic, Subscribe, Publish and the rest are writes, refused like the engine's.
+TOPIC_READ_CALLS = frozenset({"load", "get", "listed", "loaded", "subscription", "subscriptions", "topic_of"})
 
 
 class ReadOnlyEngine:
     """A snapshot's engine as handlers and the console see it: the calls of READ_CALLS pass, any other
     raises the standby's refusal (ServiceUnavailable) before it does anything."""
 
-    def __init__(self, engine: QueueEngine, refusal: Callable[[], errors.SQSError]) -> None:
+    def __init__(self, engine: Any, refusal: Callable[[], errors.SQSError],
+                 reads: frozenset[str] = READ_CALLS) -> None:
         self._engine = engine
         self._refusal = refusal
+        self._reads = reads
 
     def __getattr__(self, name: str) -> Any:
-        if name in READ_CALLS:
+        if name in self._reads:
             return getattr(self._engine, name)
         refusal = self._refusal
+        if name == "topics" and self._reads is READ_CALLS:
+            return ReadOnlyEngine(self._engine.topics, refusal, TOPIC_READ_CALLS)
 
         def refused(*args: Any, **kwargs: Any) -> Any:
             raise refusal()

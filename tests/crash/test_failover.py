@@ -77,6 +77,7 @@ def test_a_promoted_standby_takes_writes_and_a_returning_primary_refuses_them(tm
         wait_until_replicating(primary)
         sqs = never_retrying_client(primary.endpoint)
         url = sqs.create_queue(QueueName="orders")["QueueUrl"]
+        topic = never_retrying_client(primary.endpoint, service="sns").create_topic(Name="events")["TopicArn"]
         sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(10)])
         received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=4, VisibilityTimeout=600)["Messages"]
         deleted, held = received[:2], received[2:]
@@ -107,6 +108,14 @@ def test_a_promoted_standby_takes_writes_and_a_returning_primary_refuses_them(tm
             with pytest.raises(botocore.exceptions.ClientError) as refused:
                 write()
             assert refused.value.response["Error"]["Code"] == "ServiceUnavailable"
+        sns_on_standby = never_retrying_client(standby.endpoint, service="sns")
+        assert [t["TopicArn"] for t in sns_on_standby.list_topics()["Topics"]] == [topic]
+        assert sns_on_standby.get_topic_attributes(TopicArn=topic)["Attributes"]["TopicArn"] == topic
+        for write in (lambda: sns_on_standby.publish(TopicArn=topic, Message="too early"),
+                      lambda: sns_on_standby.create_topic(Name="another")):
+            with pytest.raises(botocore.exceptions.ClientError) as refused:
+                write()
+            assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503, refused.value.response
         with pytest.raises(botocore.exceptions.ClientError) as refused:
             on_standby.send_message(QueueUrl=url, MessageBody="too early")
         assert refused.value.response["Error"]["Code"] == "ServiceUnavailable"

@@ -123,7 +123,8 @@ def _refuse_cut_responses(http_response: Any, **_: Any) -> None:
         raise ResponseCutShort(received=received, expected=expected)
 
 
-def never_retrying_client(endpoint: str, read_timeout: float = 5, connect_timeout: float = 2) -> Any:
+def never_retrying_client(endpoint: str, read_timeout: float = 5, connect_timeout: float = 2,
+                          service: str = "sqs") -> Any:
     """A client that makes exactly one attempt per call and never takes a cut response for an answer.
 
     botocore's `max_attempts` counts *retries* (max_attempts=1 is two attempts); only
@@ -135,7 +136,7 @@ def never_retrying_client(endpoint: str, read_timeout: float = 5, connect_timeou
         if not _WORKER_SESSIONS:
             _WORKER_SESSIONS.append(boto3.session.Session(aws_access_key_id="test", aws_secret_access_key="test",
                                                           region_name="us-east-1"))
-        client = _WORKER_SESSIONS[0].client("sqs", region_name="us-east-1", endpoint_url=endpoint,
+        client = _WORKER_SESSIONS[0].client(service, region_name="us-east-1", endpoint_url=endpoint,
                                          aws_access_key_id="test", aws_secret_access_key="test", config=config)
-    client.meta.events.register("after-call.sqs", _refuse_cut_responses)
+    client.meta.events.register(f"after-call.{service}", _refuse_cut_responses)
     return client
