@@ -302,16 +302,17 @@ async def serve(config: ServerConfig, standby: bool = False) -> None:
         engine_apps: tuple[ASGIApp, ASGIApp] = (standby_role.main, standby_role.metrics)
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGUSR1, lambda: asyncio.ensure_future(standby_role.promote()))
-    _log_access(config, store)
-    if trusted_proxies:
-        log.info("X-Forwarded-For and X-Forwarded-Proto are believed from %s (--trusted-proxy)",
-                 ", ".join(trusted_proxies))
     watcher = asyncio.create_task(_watch_credentials(store)) if store is not None else None
     try:
         if roles.standby is not None:
             await roles.standby.start()
         else:
             engine_apps = await open_apps(None)
+        # Said once the database has opened, so that a start refused there stays one line.
+        _log_access(config, store)
+        if trusted_proxies:
+            log.info("X-Forwarded-For and X-Forwarded-Proto are believed from %s (--trusted-proxy)",
+                     ", ".join(trusted_proxies))
         app, metrics_app = engine_apps
         gate = ConnectionGate(config.max_connections, connections, config.connections_per_address, trusted_proxies)
         metrics_address = config.metrics_address
