@@ -140,7 +140,6 @@ class Metrics:
         return await asyncio.shield(scrape), content_type
 
     async def _scrape(self, encoder: Callable[[Collector], bytes]) -> bytes:
-        await self._engine.topics.load()  # a restarted server's topics, before any SNS request read them
         snapshot = await self._take_snapshot()
         tallies = self._engine.queue_tallies
         requests = self._requests

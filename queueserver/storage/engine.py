@@ -110,6 +110,7 @@ class QueueEngine(QueueCatalogue):
                      max_subscriptions=max_subscriptions)
         try:
             await engine._move_tasks.resume()
+            await engine.topics.load()  # here, not at the first request: a scrape or a request must not wait
         except BaseException:  # the readers' threads would keep the process alive
             await engine.close()
             raise

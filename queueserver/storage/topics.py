@@ -63,7 +63,7 @@ class Topics:
         self.tallies: dict[int, TopicTally] = {}  # by topic id
 
     async def load(self) -> None:
-        """Read the topics into memory (once; every call after the first returns at once)."""
+        """Read the topics into memory: once, when the engine opens (a later call returns at once)."""
         if self._by_key is not None:
             return
         topics, subscriptions = await self._db.run(

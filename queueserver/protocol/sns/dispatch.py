@@ -87,7 +87,6 @@ class SnsDispatcher:
         """(the action's name, the answer) of an SNS request."""
         action = "unknown"
         try:
-            await self._engine.topics.load()
             if is_certificate_request(method, path):
                 action = "GetSigningCertificate"
                 self._authorization.authorize(action)
