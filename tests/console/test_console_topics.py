@@ -1,20 +1,22 @@
-"""Topics in the console over plain HTTP against real servers: the list, a topic's page with its
-subscriptions' endpoint queues and filters, and the publish form, which runs Publish through the SNS
-door as the logged-in key (so a key denied sns:Publish is refused, and another account's topics are
-not listed)."""
+"""Topics in the console against real servers, over plain HTTP (and one click-through in chromium): the list,
+a topic's page with its subscriptions' endpoint queues and filters, and the publish form, which runs Publish
+through the SNS door as the logged-in key (so a key denied sns:Publish is refused, and another account's
+topics are not listed)."""
 
 from __future__ import annotations
 
 import html
+import http.client
 import json
 import re
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import unquote_plus
+from urllib.parse import unquote_plus, urlencode, urlsplit
 
 import boto3
 import pytest
 from botocore.config import Config
+from playwright.sync_api import expect
 from support.auth import KEYS, OTHER_ACCOUNT, OWNER_ACCOUNT, secret_of, signed_client, write_credentials
 from support.console import Browser
 from support.server import running
@@ -41,6 +43,17 @@ def _publish(browser: Browser, path: str, **fields: str) -> tuple[int, str]:
         assert headers["location"].startswith(path + "?"), headers["location"]
         return status, unquote_plus(headers["location"].split("=", 1)[1])
     return status, body
+
+
+def _post_with(server: Any, path: str, fields: dict[str, str], headers: dict[str, str]) -> int:
+    address = urlsplit(server.endpoint)
+    conn = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+    try:
+        conn.request("POST", path, body=urlencode(fields).encode(),
+                     headers={"content-type": "application/x-www-form-urlencoded", **headers})
+        return conn.getresponse().status
+    finally:
+        conn.close()
 
 
 def _bodies(sqs: Any, url: str) -> list[str]:
@@ -111,9 +124,13 @@ def test_publishing_with_the_form_delivers_what_the_filters_let_through(
     # SNS's own validation answers a bad form, and nothing is delivered.
     status, error = _publish(browser, path, message="")
     assert (status, error.split(":", 1)[0]) == (303, "InvalidParameter"), error
-    # Without the form's token: refused, nothing delivered.
+    # Without the form's token, or with it from another site's page: refused, nothing delivered.
     status, _, _ = browser.request("POST", path + "/publish", {"message": "forged"})
     assert status == 403
+    token = browser.cookies["qs_console_csrf"]
+    for foreign in ({"origin": "http://evil.example"}, {"sec-fetch-site": "cross-site"}):
+        assert _post_with(console_server, path + "/publish", {"csrf_token": token, "message": "forged"},
+                          {"cookie": f"qs_console_csrf={token}", **foreign}) == 403, foreign
     assert _bodies(console_sqs, urls["console-publish-all"]) == []
 
 
@@ -189,3 +206,22 @@ def test_with_credentials_a_key_denied_publish_is_refused_and_another_account_se
     assert _publish(bob, path, message="from bob")[0] == 404
     assert _bodies(alice_sqs, url) == []
     assert f"<td>{OTHER_ACCOUNT}</td>" in listed and f"<td>{OWNER_ACCOUNT}</td>" not in listed
+
+
+def test_the_publish_form_is_clicked_through_in_chromium(page: Any, console_server: Any, console_sqs: Any) -> None:
+    sns = _sns(console_server.endpoint)
+    topic = sns.create_topic(Name="console-clicked")["TopicArn"]
+    url = console_sqs.create_queue(QueueName="console-clicked-q")["QueueUrl"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=f"arn:aws:sqs:us-east-1:{ACCOUNT}:console-clicked-q",
+                  Attributes={"RawMessageDelivery": "true"})
+    page.goto(console_server.endpoint + "/console/")
+    page.locator("header nav").get_by_role("link", name="Topics").click()
+    page.get_by_role("link", name="console-clicked").click()
+    expect(page.locator("#topic-arn")).to_have_text(topic)
+    form = page.locator("form.publish")
+    form.locator("textarea[name=message]").fill("clicked in chromium")
+    form.get_by_role("button", name="Publish").click()
+    expect(page.locator(".notice")).to_contain_text("published.")
+    assert _bodies(console_sqs, url) == ["clicked in chromium"]
+    page.locator("#subscriptions").get_by_role("link", name="console-clicked-q").click()
+    expect(page.locator("h1")).to_contain_text("console-clicked-q")
