@@ -7,7 +7,8 @@ names, a move task's source and destination, a RedrivePolicy's dead-letter targe
 dependent actions AWS's Service Authorization Reference lists. The dispatcher (protocol/door.py) resolves
 each resource and evaluates the whole rule before any handler runs; a handler receives the queues already
 authorized and never asks again. A console form is the SQS action it runs (`runs`), so it passes the very
-same rule with the same `Principal`. tests/unit/test_door.py walks every table of actions and routes and
+same rule with the same `Principal`; a topic page's part or form runs an SNS action (`api="SNS"`) through the
+SNS door, whose table (protocol/sns/authorization.py) holds that action's rule. tests/unit/test_door.py walks every table of actions and routes and
 fails on one without a rule; docs/security.md's table is `reference_table()`.
 """
 
