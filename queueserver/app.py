@@ -157,7 +157,8 @@ def create_apps(config: ServerConfig, engine: QueueEngine, authenticator: Authen
 
     endpoints = ServerEndpoints(engine, dispatcher, authenticator, guard, metrics, replication, default_host)
     extras = Starlette(routes=[Route(CLOCK_PATH, endpoints.clock, methods=["GET", "POST"])])
-    console = create_console(config, engine, guard, authenticator, replication) if config.console_enabled else None
+    console = (create_console(config, engine, guard, authenticator, replication, sns=dispatcher.sns)
+               if config.console_enabled else None)
     handlers = _route_handlers(endpoints, guard, extras, console, sqs)
     served = [rule for rule in ROUTES if rule.name in handlers]
     unhandled = {rule.name for rule in ROUTES} - set(handlers) - ({"console"} if console is None else set())

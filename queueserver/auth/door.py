@@ -7,7 +7,8 @@ names, a move task's source and destination, a RedrivePolicy's dead-letter targe
 dependent actions AWS's Service Authorization Reference lists. The dispatcher (protocol/door.py) resolves
 each resource and evaluates the whole rule before any handler runs; a handler receives the queues already
 authorized and never asks again. A console form is the SQS action it runs (`runs`), so it passes the very
-same rule with the same `Principal`. tests/unit/test_door.py walks every table of actions and routes and
+same rule with the same `Principal`; a topic page's part or form runs an SNS action (`api="SNS"`) through the
+SNS door, whose table (protocol/sns/authorization.py) holds that action's rule. tests/unit/test_door.py walks every table of actions and routes and
 fails on one without a rule; docs/security.md's table is `reference_table()`.
 """
 
@@ -27,11 +28,13 @@ DESTINATION = "the destination"  # DestinationArn, or without it every queue the
 DEAD_LETTER_TARGET = "the dead-letter target"  # a RedrivePolicy's deadLetterTargetArn (set, or the queue's own)
 NEW_SUBSCRIPTION = "the new subscription"  # `<queue>~<SubscriptionName>`
 SERVER = "the server"  # server-wide: only a key's identity policy can allow it, no queue policy
+TOPIC = "the topic"  # a console topic page's: the topic its path names
 
 # How another account may be let in (a Rule's `another_account`).
 OWN = "acts in its own account"
 GRANTED = "where the queue's Policy allows it"
 NAMED = "only where the queue's Policy names the action"
+TOPIC_GRANTED = "where the topic's Policy allows it"
 NEVER = "never"
 IDENTITY_ONLY = "only by the key's own identity policy"
 ADMIN_ONLY = "only a key marked admin = true"
@@ -55,7 +58,8 @@ class Need:
 class Rule:
     needs: tuple[Need, ...]
     another_account: str
-    runs: str | None = None  # a console form: the SQS action it runs, whose rule it is
+    runs: str | None = None  # a console form: the action it runs, whose rule it is
+    api: str = "SQS"  # the API whose action `runs` names: "SNS" for the topic pages' (protocol/sns/authorization.py)
     note: str = ""  # what the table says beside the needs
 
 
@@ -108,7 +112,8 @@ SQS_RULES: dict[str, Rule] = {
 
 _METRICS = Rule((Need(SERVER, ("queueserver:GetMetrics",)),), IDENTITY_ONLY)
 
-# The console: a form is the SQS action it runs (on a subscription's page, the second of FORM_ACTIONS' pair).
+# The console: a form is the SQS action it runs (on a subscription's page, the second of FORM_ACTIONS' pair);
+# a topic page's part or form the SNS action it runs, through the SNS door.
 CONSOLE_RULES: dict[str, Rule] = {
     "console create": Rule((), OWN, runs="CreateQueue"),
     "console send": Rule((), GRANTED, runs="SendMessage"),
@@ -122,6 +127,12 @@ CONSOLE_RULES: dict[str, Rule] = {
                              note="each queue listed, and each one a Previous/Next link names"),
     "console queue page": Rule((Need(QUEUE, ("sqs:GetQueueAttributes",)),), GRANTED),
     "console messages": Rule((), GRANTED, runs=ext.BROWSE_ACTION),
+    "console topics": Rule((Need(TOPIC, ("sns:GetTopicAttributes",)),), TOPIC_GRANTED,
+                           note="each topic listed"),
+    "console topic page": Rule((), TOPIC_GRANTED, runs="GetTopicAttributes", api="SNS"),
+    "console topic subscriptions": Rule((), TOPIC_GRANTED, runs="ListSubscriptionsByTopic", api="SNS"),
+    "console subscription attributes": Rule((), TOPIC_GRANTED, runs="GetSubscriptionAttributes", api="SNS"),
+    "console publish": Rule((), TOPIC_GRANTED, runs="Publish", api="SNS"),
     "console server page details": Rule((), ADMIN_ONLY, note="the database path and the server's totals"),
     "console login": Rule((), NO_KEY, note="a key id and its secret"),
     "console logout": Rule((), NO_KEY),
@@ -164,6 +175,10 @@ CONSOLE_ROUTE_DOORS: dict[str, tuple[str, ...]] = {
     "/queues/{region}/{account}/{name}/{action}": ("console send", "console purge", "console delete",
                                                    "console delete subscription", "console redrive",
                                                    "console cancel", "console subscribe"),
+    "/topics": ("console topics",),
+    "/topics/{region}/{account}/{name}": ("console topic page", "console topic subscriptions",
+                                          "console subscription attributes"),
+    "/topics/{region}/{account}/{name}/publish": ("console publish",),
 }
 
 
@@ -177,9 +192,10 @@ STANDBY_ROUTE_DOORS: dict[str, tuple[str, ...]] = {
 
 
 def rule_of(name: str) -> Rule:
-    """The rule of a way in; a console form's is the rule of the SQS action it runs."""
+    """The rule of a way in; a console form's is the rule of the SQS action it runs (one running an SNS action
+    keeps its own: the SNS door's table, protocol/sns/authorization.py, holds that action's)."""
     rule = DOOR[name]
-    return DOOR[rule.runs] if rule.runs is not None else rule
+    return DOOR[rule.runs] if rule.runs is not None and rule.api == "SQS" else rule
 
 
 def _needs_text(rule: Rule) -> str:
@@ -199,7 +215,7 @@ def reference_table() -> str:
     for name, rule in DOOR.items():
         shown = f"`{name}`" if name in SQS_RULES else name
         if rule.runs is not None:
-            needs = f"as `{rule.runs}`"
+            needs = f"as `{rule.runs}`" if rule.api == "SQS" else f"as SNS `{rule.runs}`"
         else:
             needs = _needs_text(rule) or "nothing"
             if rule.note:

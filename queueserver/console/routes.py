@@ -21,11 +21,13 @@ from queueserver.config import ServerConfig
 from queueserver.console import actions, views
 from queueserver.auth import Authenticator
 from queueserver.console.access import CSRF_COOKIE, CSRF_FIELD, Access, Viewer
-from queueserver.console.calls import SqsCalls
+from queueserver.console.calls import SnsCalls, SqsCalls
+from queueserver.console.topic_views import TopicPages
 from queueserver.errors import ConsoleError
 from queueserver.extensions import BROWSE_ACTION, LIST_SUBSCRIPTIONS_ACTION
 from queueserver.console.sessions import SESSION_COOKIE, SESSION_SECONDS
 from queueserver.models import Queue
+from queueserver.protocol.sns.dispatch import SnsDispatcher
 from queueserver.replication import ReplicationReport
 from queueserver.storage import QueueEngine
 
@@ -55,7 +57,8 @@ def _arn_path(arn: str) -> str:
 
 def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuard,
                    authenticator: Authenticator | None = None,
-                   replication: Callable[[], ReplicationReport] | None = None) -> Starlette:
+                   replication: Callable[[], ReplicationReport] | None = None, *, sns: SnsDispatcher) -> Starlette:
+    """The console's app; `sns`: the SNS API's dispatcher, whose door the topic pages and form run through."""
     access = Access(guard, engine, config.account_id, config.region, authenticator)
     calls = SqsCalls(engine, config.region, config.account_id)
     started = time.monotonic()
@@ -249,6 +252,8 @@ def create_console(config: ServerConfig, engine: QueueEngine, guard: BrowserGuar
         Route("/queues/{region}/{name}", old_queue_page, methods=["GET"]),
         Route("/queues/{region}/{account}/{name}", queue_page, methods=["GET"]),
         Route("/queues/{region}/{account}/{name}/{action}", post, methods=["POST"]),
+        *TopicPages(engine, SnsCalls(engine, sns, config.region, config.account_id), access.viewer, page, fields_of,
+                    back, CONSOLE_PREFIX).routes(),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     async def unavailable(request: Request, exc: Exception) -> Response:

@@ -105,6 +105,11 @@ class Dispatcher:
         self._random = random.Random()  # request ids need no secrecy, and os.urandom costs a syscall each
         self._sns = SnsDispatcher(engine, authenticator is not None)  # topics: the SNS API (protocol/sns/)
 
+    @property
+    def sns(self) -> SnsDispatcher:
+        """The SNS API's dispatcher: its door, actions and signer, which the console's topic forms run through."""
+        return self._sns
+
     def _context(self, request: HttpRequest, request_id: str, action: str, caller: Principal | None,
                  query_credential: str | None = None) -> RequestContext:
         """The credential scope of the Authorization header, or of a Query request's X-Amz-Credential."""

@@ -14,8 +14,10 @@ from queueserver.app import ROUTES
 from queueserver.auth.door import (CONSOLE_ROUTE_DOORS, CONSOLE_RULES, DOOR, ROUTE_DOORS, SQS_RULES,
                                    STANDBY_ROUTE_DOORS, reference_table, rule_of)
 from queueserver.console.actions import FORM_ACTIONS
+from queueserver.console.topic_views import TOPIC_FORMS
 from queueserver.protocol.dispatch import ACTIONS
 from queueserver.protocol.door import ASKED_STEPS, OPEN_DOORS, RESOLVERS
+from queueserver.protocol.sns.authorization import RULES as SNS_RULES
 from queueserver.standby import STANDBY_ROUTES
 
 PACKAGE = Path(__file__).resolve().parents[2] / "queueserver"
@@ -37,9 +39,24 @@ def test_every_console_form_runs_an_action_whose_rule_it_is() -> None:
         if on_subscription is not None and on_subscription != on_queue:
             assert CONSOLE_RULES[f"console {form} subscription"].runs == on_subscription, form
     assert CONSOLE_RULES["console create"].runs == "CreateQueue"
+    for form, action in TOPIC_FORMS.items():
+        assert (CONSOLE_RULES[f"console {form}"].runs, CONSOLE_RULES[f"console {form}"].api) == (action, "SNS"), form
     for name, rule in CONSOLE_RULES.items():
-        assert rule.runs is None or rule.runs in SQS_RULES, name
+        assert rule.api in ("SQS", "SNS"), name
+        if rule.api == "SNS":  # run through the SNS door: its table has the action
+            assert rule.runs in SNS_RULES, name
+        else:
+            assert rule.runs is None or rule.runs in SQS_RULES, name
         assert rule_of(name).needs or rule.note or rule.another_account, name
+
+
+def test_every_sns_action_a_console_page_needs_is_one_the_sns_door_judges() -> None:
+    judged = {rule.iam_action for rule in SNS_RULES.values()}
+    for name, rule in CONSOLE_RULES.items():
+        for need in rule.needs:
+            for action in need.actions:
+                assert not action.startswith("sns:") or action in judged, (name, action)
+    assert any(rule.api == "SNS" for rule in CONSOLE_RULES.values())
 
 
 def test_every_route_of_the_app_and_of_the_console_names_its_rules() -> None:
@@ -47,11 +64,13 @@ def test_every_route_of_the_app_and_of_the_console_names_its_rules() -> None:
     for route, names in ROUTE_DOORS.items():
         assert names and all(name in DOOR for name in names), route
     paths = set()
-    for node in ast.walk(ast.parse((PACKAGE / "console" / "routes.py").read_text())):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Route":
-            first = node.args[0]
-            assert isinstance(first, ast.Constant)
-            paths.add(first.value)
+    for module in sorted((PACKAGE / "console").glob("*.py")):  # routes.py, and topic_views.py's topic routes
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Route":
+                first = node.args[0]
+                assert isinstance(first, ast.Constant), module.name
+                paths.add(first.value)
+    assert "/topics/{region}/{account}/{name}/publish" in paths
     assert paths and sorted(paths ^ set(CONSOLE_ROUTE_DOORS)) == [], "console routes without their door"
     for path, names in CONSOLE_ROUTE_DOORS.items():
         assert all(name in CONSOLE_RULES for name in names), path

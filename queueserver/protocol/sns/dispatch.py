@@ -14,6 +14,7 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from queueserver import errors
+from queueserver.auth import Principal
 from queueserver.protocol.codecs import HttpResponse
 from queueserver.protocol.error_codes import wire_error
 from queueserver.protocol.params import RequestContext
@@ -97,10 +98,7 @@ class SnsDispatcher:
                 raise errors.InvalidAction(f"The action {name} is not valid for this endpoint.") if name else \
                     errors.MissingAction("The request must contain the parameter Action.")
             action = name
-            params = wire.decode(fields)
-            self._authorization.authorize(action, self._engine, ctx.caller, params)  # the door, before the handler
-            ctx.action = action
-            result = await self.actions[action](self._engine, ctx, params)
+            result = await self.run(action, ctx, wire.decode(fields))
             return action, HttpResponse(200, {"content-type": wire.CONTENT_TYPE, "x-amzn-requestid": ctx.request_id},
                                         wire.encode(action, result, ctx.request_id))
         except errors.SQSError as error:
@@ -108,6 +106,23 @@ class SnsDispatcher:
         except Exception:
             log.exception("request %s failed unexpectedly", ctx.request_id)
             return action, self.render_error(ctx.request_id, errors.InternalError())
+
+    async def run(self, action: str, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        """Run `action` as `ctx.caller` through the door (before its handler): every request, and the console's
+        topic pages and forms, so both are judged by the one table."""
+        await self._engine.topics.load()
+        self._authorization.authorize(action, self._engine, ctx.caller, params)
+        ctx.action = action
+        return await self.actions[action](self._engine, ctx, params)
+
+    def allows(self, action: str, caller: Principal | None, params: dict[str, Any]) -> bool:
+        """Whether the door would let `caller` run `action` on what `params` name (the topics loaded): what the
+        console asks before it shows a topic, a section or a form. Running it still passes `run`."""
+        try:
+            self._authorization.authorize(action, self._engine, caller, params)
+        except errors.SQSError:
+            return False
+        return True
 
     @staticmethod
     def render_error(request_id: str, error: errors.SQSError) -> HttpResponse:
