@@ -88,7 +88,6 @@ class TopicPages:
     async def topics(self, request: Request) -> Response:
         """Every topic the viewer may read the attributes of, of any region and account, by name."""
         viewer = self._viewer(request)
-        await self.engine.topics.load()
         everything = sorted(self.engine.topics.loaded(), key=lambda t: (t.name, t.region, t.account))
         shown = [t for t in everything
                  if self.calls.may("GetTopicAttributes", viewer.caller, {"TopicArn": t.arn}, t.region)]
@@ -102,7 +101,6 @@ class TopicPages:
     async def topic_page(self, request: Request) -> Response:
         region, account, name = (request.path_params[k] for k in ("region", "account", "name"))
         viewer = self._viewer(request)
-        await self.engine.topics.load()
         topic = self._visible(viewer, region, account, name)
         if topic is None:
             return self._missing(request, region, account, name)
@@ -150,7 +148,6 @@ class TopicPages:
             return PlainTextResponse("The form's security token is missing or stale: reload the page.", 403)
         region, account, name = (request.path_params[k] for k in ("region", "account", "name"))
         viewer = self._viewer(request)
-        await self.engine.topics.load()
         topic = self._visible(viewer, region, account, name)
         if topic is None:
             return self._missing(request, region, account, name)

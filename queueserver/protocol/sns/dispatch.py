@@ -110,7 +110,6 @@ class SnsDispatcher:
     async def run(self, action: str, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         """Run `action` as `ctx.caller` through the door (before its handler): every request, and the console's
         topic pages and forms, so both are judged by the one table."""
-        await self._engine.topics.load()
         self._authorization.authorize(action, self._engine, ctx.caller, params)
         ctx.action = action
         return await self.actions[action](self._engine, ctx, params)
