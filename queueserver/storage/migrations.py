@@ -71,6 +71,8 @@ def migrate(conn: sqlite3.Connection) -> int:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-    # One line a start, whatever the count: the version a support question asks first.
-    log.info("database at version %d, applied %d migrations", latest, latest - current)
+    # One line for all the migrations a start applies; none applied (the usual start) says it only in debug,
+    # so that a start refused after this (a full disk, a lock) stays the one line that says why.
+    log.log(logging.INFO if latest > current else logging.DEBUG, "database at version %d, applied %d migrations",
+            latest, latest - current)
     return latest

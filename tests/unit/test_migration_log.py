@@ -1,4 +1,4 @@
-"""A start says in one log line which schema version the database is at and how many migrations it applied."""
+"""A start that applies migrations says so in one log line: the schema version and how many it applied."""
 
 from __future__ import annotations
 
@@ -24,4 +24,6 @@ def test_a_new_database_logs_one_line_with_every_migration_applied(caplog: pytes
         assert _lines(caplog) == [f"database at version {latest}, applied {latest} migrations"]
         caplog.clear()
         migrate(conn)
-        assert _lines(caplog) == [f"database at version {latest}, applied 0 migrations"]
+        assert _lines(caplog) == []  # an up-to-date database: said in debug only
+        assert [r.getMessage() for r in caplog.records if r.name == LOGGER] == [
+            f"database at version {latest}, applied 0 migrations"]
