@@ -322,16 +322,7 @@ async def serve(config: ServerConfig, standby: bool = False) -> None:
         gc.set_threshold(10_000, 20, 20)
         if trusted_proxies:  # their clients share a connection: counted by forwarded address, request by request
             app = ForwardedShare(app, gate)
-        uvicorn_config = uvicorn.Config(
-            app, host=config.host, port=config.port, access_log=False, log_level="warning",
-            http=_protocols(config, gate, tls), loop="none", ws="none",
-            lifespan="off", timeout_graceful_shutdown=30, timeout_keep_alive=config.keep_alive_timeout,
-            # Off unless configured: by default uvicorn believes X-Forwarded-For/-Proto from loopback, which
-            # would let any local client choose its aws:SourceIp and aws:SecureTransport.
-            proxy_headers=bool(trusted_proxies), forwarded_allow_ips=trusted_proxies or None,
-            # JSON lines: uvicorn's loggers then use the root's handlers, not a text format of their own.
-            log_config=None if config.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
-        )
+        uvicorn_config = _uvicorn_config(config, app, _protocols(config, gate, tls), trusted_proxies)
         metrics = (metrics_address, _protocols(config, gate, tls, metrics_app)) if metrics_address else None
         server.append(_Server(uvicorn_config, roles.begin_shutdown, config.host,
                               "https" if tls is not None else "http", metrics))
@@ -346,6 +337,20 @@ async def serve(config: ServerConfig, standby: bool = False) -> None:
         await roles.close()
     if roles.fenced is not None:
         raise StartupError(roles.fenced)
+
+
+def _uvicorn_config(config: ServerConfig, app: ASGIApp, protocols: Any, trusted_proxies: list[str]) -> uvicorn.Config:
+    """uvicorn's settings: our own protocols, no upgrades, no lifespan, proxies believed only if trusted."""
+    return uvicorn.Config(
+        app, host=config.host, port=config.port, access_log=False, log_level="warning",
+        http=protocols, loop="none", ws="none",
+        lifespan="off", timeout_graceful_shutdown=30, timeout_keep_alive=config.keep_alive_timeout,
+        # Off unless configured: by default uvicorn believes X-Forwarded-For/-Proto from loopback, which
+        # would let any local client choose its aws:SourceIp and aws:SecureTransport.
+        proxy_headers=bool(trusted_proxies), forwarded_allow_ips=trusted_proxies or None,
+        # JSON lines: uvicorn's loggers then use the root's handlers, not a text format of their own.
+        log_config=None if config.log_format == "json" else uvicorn.config.LOGGING_CONFIG,
+    )
 
 
 def run(config: ServerConfig, standby: bool = False) -> None:

@@ -13,12 +13,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from support.clients import never_retrying_client
-from support.server import integrity
+from support.server import integrity, wait_for
 from support.sqs import receive_and_delete_all
 
 pytestmark = pytest.mark.server_process
@@ -29,8 +27,7 @@ BATCH = 10
 
 
 def _sns(endpoint: str) -> Any:
-    return boto3.client("sns", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
-                        aws_secret_access_key="test", config=Config(retries={"total_max_attempts": 1}))
+    return never_retrying_client(endpoint, service="sns")
 
 
 def _load_until_dead(endpoint: str, queue_url: str, topic: str, acked: set[str], tag: str) -> threading.Thread:
@@ -82,11 +79,7 @@ def test_no_batch_and_no_publish_is_ever_found_half_stored_after_sigkills(tmp_pa
     for kill in range(KILLS):
         watcher = _load_until_dead(server.endpoint, server.endpoint + "/000000000000/batches",
                                    topic, acked, f"run{kill}")
-        pause = threading.Event()  # never set: a wait that is only a pause between looks
-        for _ in range(6000):
-            if len(acked) >= ACKED_BEFORE_KILL * (kill + 1):
-                break
-            pause.wait(0.01)
+        wait_for(lambda: len(acked) >= ACKED_BEFORE_KILL * (kill + 1), "batches acknowledged before the kill", 60)
         server.kill()
         watcher.join(timeout=30)
         assert integrity(db) == "ok"

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from support.auth import signed_client, write_credentials
 from support.server import Server, start
@@ -46,3 +47,10 @@ def alice_queue_url(alice: Any, request: pytest.FixtureRequest) -> str:
     """A queue of Alice's, named after the test and its protocol."""
     name = f"{request.node.originalname.removeprefix('test_')[:60]}-{request.node.callspec.id}"
     return str(alice.create_queue(QueueName=name)["QueueUrl"])
+
+
+@pytest.fixture
+def sns(server: Server) -> Any:
+    """boto3's SNS client on the session's server: the topics of the same port and database."""
+    return boto3.client("sns", endpoint_url=server.endpoint, region_name="us-east-1",
+                        aws_access_key_id="test", aws_secret_access_key="test")

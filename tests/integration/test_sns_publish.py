@@ -20,12 +20,6 @@ from support.sqs import unique_queue_name
 
 
 @pytest.fixture
-def sns(server: Any) -> Any:
-    return boto3.client("sns", endpoint_url=server.endpoint, region_name="us-east-1",
-                        aws_access_key_id="test", aws_secret_access_key="test")
-
-
-@pytest.fixture
 def name(request: pytest.FixtureRequest) -> str:
     return unique_queue_name(request.node.originalname.removeprefix("test_"))[:60]
 

@@ -6,16 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
 from support.sqs import unique_queue_name
-
-
-@pytest.fixture
-def sns(server: Any) -> Any:
-    return boto3.client("sns", endpoint_url=server.endpoint, region_name="us-east-1",
-                        aws_access_key_id="test", aws_secret_access_key="test")
 
 
 @pytest.fixture

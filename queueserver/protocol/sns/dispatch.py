@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[QueueEngine, RequestContext, dict[str, Any]], Awaitable[dict[str, Any]]]
 API_VERSION = "2010-03-31"
 _SNS_SCOPE = "/sns/aws4_request"
+_VERSION_MEMBER = f"Version={API_VERSION}"  # SNS's API version in an unsigned request's query string
 _UNSUBSCRIBE_URL = "Action=Unsubscribe&"  # an envelope's UnsubscribeURL (Unsubscribe is SNS's alone)
 
 
@@ -42,7 +43,7 @@ def addressed_to_sns(headers: dict[str, str], path: str, query_string: str) -> b
     authorization = headers.get("authorization")
     if authorization is not None:
         return _SNS_SCOPE in authorization
-    return (path.startswith(envelope.CERTIFICATE_PREFIX) or f"Version={API_VERSION}" in query_string
+    return (path.startswith(envelope.CERTIFICATE_PREFIX) or _VERSION_MEMBER in query_string
             or "%2Fsns%2Faws4_request" in query_string or query_string.startswith(_UNSUBSCRIBE_URL))
 
 
